@@ -1,0 +1,1 @@
+"""Built-in CTC backends, one module each; installed as ``ctcbench.backends``."""

@@ -1,0 +1,143 @@
+"""Backends ``torch``, ``torch-cuda`` and ``torch-cudnn``: ``torch.nn.functional.ctc_loss``.
+
+The adapter applies log_softmax itself and hands the kernel the log-probs as a leaf tensor,
+so the kernel's own gradient w.r.t. log-probs is seen before the chain rule through
+log_softmax is applied (on valid frames; whatever the kernel puts on padded frames is kept
+and compared).
+
+Trap (pytorch/pytorch issues 52241, 82545, 127608, 181534): for ``log_probs`` torch returns
+``exp(log_probs) - gamma`` on valid frames, not the true gradient ``-gamma``. It is the
+gradient w.r.t. the logits *assuming* log_probs = log_softmax(logits). Through log_softmax
+both give the same gradient w.r.t. the logits, because ``g - softmax * sum_c(g)`` is
+``p - gamma`` for either (the extra ``p`` sums to 1 over classes). So ctcbench compares
+gradients w.r.t. logits. Feed torch un-normalised scores, though, and the printed loss is
+wrong and the gradient torch returns is not the gradient of that loss.
+"""
+from __future__ import annotations
+
+from ctcbench.problem import CTCProblem
+from ctcbench.registry import BackendResult, BackendUnavailable, UnsupportedProblem
+
+INSTALL_HINT = "pip install torch"
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise BackendUnavailable("torch is not installed", INSTALL_HINT) from None
+    return torch
+
+
+class TorchBackend:
+    """torch's native kernel on the CPU; computes in the problem's dtype."""
+
+    name = "torch"
+    device = "cpu"
+    dtypes = ("float32", "float64")  # ctc_loss_cpu is not implemented for Half/BFloat16
+
+    def __init__(self):
+        self.torch = _import_torch()
+
+    def _inputs(self, problem: CTCProblem):
+        """(targets, input_lengths, target_lengths) in the form this path needs."""
+        torch = self.torch
+        return (torch.from_numpy(problem.targets).to(self.device),
+                torch.from_numpy(problem.input_lengths).to(self.device),
+                torch.from_numpy(problem.target_lengths).to(self.device))
+
+    def _check(self, problem: CTCProblem) -> None:
+        if problem.dtype not in self.dtypes:
+            raise UnsupportedProblem(f"{self.name} computes in {'/'.join(self.dtypes)}, "
+                                     f"not {problem.dtype}")
+
+    def _ctc(self, log_probs, inputs, blank: int, zero_infinity: bool):
+        return self.torch.nn.functional.ctc_loss(log_probs, *inputs, blank=blank,
+                                                 reduction="none", zero_infinity=zero_infinity)
+
+    def _verify(self, loss) -> None:
+        """Hook for backends that must prove which kernel ran."""
+
+    def run(self, problem: CTCProblem) -> BackendResult:
+        self._check(problem)
+        torch = self.torch
+        dtype = getattr(torch, problem.dtype)
+        logits = torch.from_numpy(problem.logits).to(self.device, dtype)  # (T, N, C)
+        log_probs = logits.log_softmax(-1).detach().requires_grad_()  # garbage frames stay garbage
+        inputs = self._inputs(problem)
+        loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)  # (N,)
+        self._verify(loss)
+        notes = []
+        finite = torch.isfinite(loss)
+        if not bool(finite.all()):
+            # torch puts NaN in the gradient of an infinite loss even when it is masked out;
+            # its documented remedy is zero_infinity=True, so take the gradient that way.
+            notes.append("gradient taken with zero_infinity=True (infinite losses present)")
+            self._ctc(log_probs, inputs, problem.blank, zero_infinity=True).sum().backward()
+        else:
+            loss.sum().backward()
+        grad_lp = log_probs.grad  # (T, N, C) torch's convention: exp(log_probs) - gamma
+        valid = torch.from_numpy(problem.frame_mask).to(self.device)[..., None]  # (T, N, 1)
+        # Chain rule through log_softmax, valid frames only: g - softmax * sum_c g.
+        through = grad_lp - log_probs.detach().exp() * grad_lp.sum(-1, keepdim=True)
+        grad_logits = torch.where(valid, through, grad_lp)
+        return BackendResult(loss.detach().double().cpu().numpy(),
+                             grad_logits.double().cpu().numpy(),
+                             compute_dtype=problem.dtype, notes=notes)
+
+
+class TorchCudaBackend(TorchBackend):
+    """torch's native CUDA kernel (cuDNN disabled so the native kernel is what runs)."""
+
+    name = "torch-cuda"
+    device = "cuda"
+    dtypes = ("float16", "float32", "float64")
+
+    def __init__(self):
+        super().__init__()
+        if not self.torch.cuda.is_available():
+            raise BackendUnavailable("no CUDA device is visible to torch",
+                                     "needs a CUDA GPU and a CUDA build of torch")
+
+    def _ctc(self, log_probs, inputs, blank, zero_infinity):
+        with self.torch.backends.cudnn.flags(enabled=False):
+            return super()._ctc(log_probs, inputs, blank, zero_infinity)
+
+
+class TorchCudnnBackend(TorchCudaBackend):
+    """cuDNN's CTC through torch. Only some problems can take this path; they are prepared
+    so that torch selects it (float32, blank 0, int32 concatenated targets on the CPU, every
+    input length == T, target lengths < 256 and <= input length), and the kernel that ran is
+    checked from ``grad_fn``."""
+
+    name = "torch-cudnn"
+    dtypes = ("float32",)
+
+    def _check(self, problem: CTCProblem) -> None:
+        super()._check(problem)
+        T = problem.logits.shape[0]
+        why = []
+        if problem.blank != 0:
+            why.append(f"blank must be 0, got {problem.blank}")
+        if (problem.input_lengths != T).any():
+            why.append(f"every input length must equal T = {T}")
+        if (problem.target_lengths >= 256).any():
+            why.append(f"target lengths must be < 256, got max {problem.target_lengths.max()}")
+        if (problem.target_lengths > problem.input_lengths).any():
+            why.append("target lengths must be <= input lengths")
+        if why:
+            raise UnsupportedProblem("cuDNN path not available: " + "; ".join(why))
+
+    def _inputs(self, problem: CTCProblem):
+        torch = self.torch
+        return (torch.from_numpy(problem.concatenated_targets()).to(torch.int32),  # CPU, 1-D
+                problem.input_lengths.tolist(), problem.target_lengths.tolist())
+
+    def _ctc(self, log_probs, inputs, blank, zero_infinity):
+        with self.torch.backends.cudnn.flags(enabled=True):
+            return TorchBackend._ctc(self, log_probs, inputs, blank, zero_infinity)
+
+    def _verify(self, loss) -> None:
+        kernel = type(loss.grad_fn).__name__
+        if "cudnn" not in kernel.lower():
+            raise RuntimeError(f"torch did not select cuDNN for this problem (grad_fn {kernel})")

@@ -1,0 +1,1 @@
+"""The case library: edge cases with known answers, one data file per family."""

@@ -1,0 +1,93 @@
+"""Independent oracles: answers computed without any forward-backward recursion.
+
+Each one is a different algorithm from the backends, so agreement means something:
+  * brute force: enumerate all C^T paths, collapse, sum (tiny T and C only; exact);
+  * closed forms: a single valid alignment, uniform predictions, an empty target.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+
+def collapse(path, blank: int = 0) -> tuple[int, ...]:
+    """Merge repeats, then drop blanks: the CTC many-to-one map B."""
+    out, prev = [], None
+    for k in path:
+        if k != prev and k != blank:
+            out.append(int(k))
+        prev = k
+    return tuple(out)
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def brute_force(logits: np.ndarray, target, *, blank: int = 0,
+                max_paths: int = 5_000_000) -> tuple[float, np.ndarray]:
+    """Loss and gradient w.r.t. logits for ONE sample by enumerating every path.
+
+    Args:
+      logits: ``(T, C)`` unnormalised scores of the sample's valid frames.
+      target: the label sequence (no blanks).
+    Returns:
+      ``(loss, grad)`` with ``grad (T, C)``; ``(inf, zeros)`` when no path collapses to target.
+    """
+    lp = log_softmax(logits)  # (T, C)
+    T, C = lp.shape
+    if C ** T > max_paths:
+        raise ValueError(f"logits: expected C**T <= {max_paths} for brute force, got {C}**{T}")
+    target = tuple(int(k) for k in target)
+    if T == 0:  # only the empty path, which collapses to the empty target
+        return (0.0 if not target else math.inf), np.zeros((0, C))
+    paths = np.array([p for p in itertools.product(range(C), repeat=T)
+                      if collapse(p, blank) == target], dtype=np.int64).reshape(-1, T)
+    if len(paths) == 0:
+        return math.inf, np.zeros((T, C))
+    path_lp = lp[np.arange(T)[None, :], paths].sum(axis=1)  # (P,)
+    log_z = np.logaddexp.reduce(path_lp)
+    weight = np.exp(path_lp - log_z)  # (P,) posterior of each path
+    gamma = np.zeros((T, C))  # P(frame t emits c | target)
+    for t in range(T):
+        np.add.at(gamma[t], paths[:, t], weight)
+    return float(-log_z), np.exp(lp) - gamma
+
+
+def adjacent_repeats(target) -> int:
+    target = list(target)
+    return sum(a == b for a, b in zip(target, target[1:]))
+
+
+def min_frames(target) -> int:
+    """Frames a target needs: one per label plus a blank between adjacent repeats."""
+    return len(target) + adjacent_repeats(target)
+
+
+def uniform_loss(T: int, C: int, target) -> float:
+    """Loss under uniform predictions: T log C - log binom(T + L - r, 2L).
+
+    Every path has probability C^-T, and the number of paths that collapse to a target of
+    length L with r adjacent repeats is binom(T + L - r, 2L).
+    """
+    L, r = len(target), adjacent_repeats(target)
+    if T < L + r:
+        return math.inf
+    n, k = T + L - r, 2 * L
+    log_binom = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+    return T * math.log(C) - log_binom
+
+
+def path_loss(logits: np.ndarray, path) -> float:
+    """-sum_t log p_t(path_t): the loss when ``path`` is the only valid alignment."""
+    lp = log_softmax(logits)
+    return float(-lp[np.arange(len(path)), list(path)].sum())
+
+
+def empty_target_loss(logits: np.ndarray, *, blank: int = 0) -> float:
+    """-sum_t log p_t(blank): the only path to an empty target is all-blank."""
+    return float(-log_softmax(logits)[:, blank].sum())

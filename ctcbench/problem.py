@@ -1,0 +1,177 @@
+"""The canonical CTC problem every backend adapter converts from.
+
+Shape letters, used throughout ctcbench:
+  T  frames (padded time axis)        N  batch
+  C  classes, blank included          L  padded target width
+  S  = 2L + 1 extended states (blank, l1, blank, l2, ..., blank)
+
+Conventions (one place for each):
+  * ``logits`` are unnormalised scores, time-major ``(T, N, C)``; log_softmax is the
+    adapter's job, so every backend is compared on the same input.
+  * ``targets`` are padded ``(N, L)``; a concatenated 1-D form is accepted and padded.
+  * frames ``t >= input_lengths[n]`` and target entries ``>= target_lengths[n]`` are
+    ignored completely: they may hold NaN or garbage.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _expect(ok: bool, name: str, expected: str, got) -> None:
+    if not ok:
+        raise ValueError(f"{name}: expected {expected}, got {got}")
+
+
+def _to_numpy(x, name: str) -> tuple[np.ndarray, str]:
+    """Any array-like (NumPy, torch tensor, list) -> (NumPy array, dtype name)."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch tensor, without importing torch
+        dtype = str(x.dtype).removeprefix("torch.")
+        x = x.detach().cpu()
+        if dtype == "bfloat16":  # NumPy has no bfloat16; float32 holds its values exactly
+            x = x.float()
+        return x.numpy(), dtype
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{name}: expected an array, got {type(x).__name__} ({exc})") from None
+    return arr, arr.dtype.name
+
+
+def _int_vector(x, name: str, n: int | None) -> np.ndarray:
+    arr, dtype = _to_numpy(x, name)
+    _expect(arr.ndim == 1, name, "a 1-D integer array", f"shape {arr.shape}")
+    _expect(arr.dtype.kind in "iu", name, "an integer dtype", dtype)
+    if n is not None:
+        _expect(arr.shape[0] == n, name, f"shape ({n},) (one per batch element)", f"shape {arr.shape}")
+    _expect(bool((arr >= 0).all()), name, "non-negative lengths", arr.tolist())
+    return arr.astype(np.int64)
+
+
+class CTCProblem:
+    """One batch of CTC inputs, validated once, in the canonical layout.
+
+    Args:
+      logits: ``(T, N, C)`` float16/bfloat16/float32/float64, NumPy array or torch tensor.
+      targets: padded ``(N, L)`` integers, or concatenated 1-D of length ``sum(target_lengths)``.
+      input_lengths: ``(N,)`` valid frames per sample, ``<= T``.
+      target_lengths: ``(N,)`` labels per sample, ``<= L``.
+      blank: index of the blank class in ``[0, C)``.
+
+    Attributes:
+      logits: ``(T, N, C)`` NumPy array in the given dtype (bfloat16 is held as float32).
+      dtype: name of the dtype the caller asked for, e.g. ``"float32"`` or ``"bfloat16"``.
+      targets: ``(N, L)`` int64; entries past ``target_lengths`` are set to ``blank``.
+      input_lengths, target_lengths: ``(N,)`` int64.
+    """
+
+    def __init__(self, logits, targets, input_lengths, target_lengths, *, blank: int = 0):
+        logits, dtype = _to_numpy(logits, "logits")
+        _expect(logits.ndim == 3, "logits", "a 3-D array (T, N, C)", f"shape {logits.shape}")
+        _expect(dtype in FLOAT_DTYPES, "logits", f"a float dtype ({', '.join(FLOAT_DTYPES)})", dtype)
+        T, N, C = logits.shape
+        _expect(N > 0, "logits", "a non-empty batch (N > 0)", f"shape {logits.shape}")
+        _expect(C > 0, "logits", "at least one class (C > 0)", f"shape {logits.shape}")
+        _expect(isinstance(blank, (int, np.integer)) and not isinstance(blank, bool),
+                "blank", "an int", repr(blank))
+        _expect(0 <= blank < C, "blank", f"an index in [0, {C})", blank)
+
+        input_lengths = _int_vector(input_lengths, "input_lengths", N)
+        target_lengths = _int_vector(target_lengths, "target_lengths", N)
+        _expect(bool((input_lengths <= T).all()), "input_lengths",
+                f"values <= T = {T}", input_lengths.tolist())
+        targets = self._padded_targets(targets, target_lengths, N)
+
+        L = targets.shape[1]
+        valid_label = np.arange(L)[None, :] < target_lengths[:, None]  # (N, L)
+        labels = targets[valid_label]
+        _expect(bool(((labels >= 0) & (labels < C)).all()), "targets",
+                f"labels in [0, {C})", sorted(set(labels[(labels < 0) | (labels >= C)].tolist())))
+        bad = np.argwhere(valid_label & (targets == blank))
+        _expect(len(bad) == 0, "targets", f"no label equal to blank={blank}",
+                f"blank at (sample, position) {[tuple(map(int, b)) for b in bad[:5]]}")
+
+        valid_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
+        finite = np.isfinite(logits[valid_frame])
+        if not finite.all():
+            t, n = np.argwhere(valid_frame)[np.argwhere(~finite.all(axis=1))[0, 0]]
+            raise ValueError(f"logits: expected finite values in valid frames, got non-finite "
+                             f"values at t={t}, n={n} (input_lengths[{n}] = {input_lengths[n]})")
+
+        self.logits = logits
+        self.dtype = dtype
+        self.targets = np.where(valid_label, targets, blank).astype(np.int64)
+        self.input_lengths = input_lengths
+        self.target_lengths = target_lengths
+        self.blank = int(blank)
+
+    @staticmethod
+    def _padded_targets(targets, target_lengths: np.ndarray, N: int) -> np.ndarray:
+        targets, dtype = _to_numpy(targets, "targets")
+        _expect(targets.dtype.kind in "iu", "targets", "an integer dtype", dtype)
+        if targets.ndim == 1:  # concatenated -> padded (N, L)
+            total = int(target_lengths.sum())
+            _expect(targets.shape[0] == total, "targets",
+                    f"a concatenated 1-D array of length sum(target_lengths) = {total}",
+                    f"length {targets.shape[0]}")
+            padded = np.zeros((N, int(target_lengths.max(initial=0))), dtype=np.int64)
+            ends = np.cumsum(target_lengths)
+            for n, (start, end) in enumerate(zip(ends - target_lengths, ends)):
+                padded[n, : end - start] = targets[start:end]
+            return padded
+        _expect(targets.ndim == 2, "targets", "a padded (N, L) or concatenated 1-D array",
+                f"shape {targets.shape}")
+        _expect(targets.shape[0] == N, "targets", f"{N} rows (one per batch element)",
+                f"shape {targets.shape}")
+        _expect(bool((target_lengths <= targets.shape[1]).all()), "target_lengths",
+                f"values <= padded target width L = {targets.shape[1]}", target_lengths.tolist())
+        return targets.astype(np.int64)
+
+    # -- shapes -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """``(T, N, C, L)``."""
+        T, N, C = self.logits.shape
+        return T, N, C, self.targets.shape[1]
+
+    @property
+    def frame_mask(self) -> np.ndarray:
+        """``(T, N)`` bool, True on frames inside ``input_lengths``."""
+        T = self.logits.shape[0]
+        return np.arange(T)[:, None] < self.input_lengths[None, :]
+
+    # -- derived views adapters need -------------------------------------------------
+    def concatenated_targets(self) -> np.ndarray:
+        """``(sum(target_lengths),)`` int64, the labels of all samples back to back."""
+        L = self.targets.shape[1]
+        return self.targets[np.arange(L)[None, :] < self.target_lengths[:, None]]
+
+    def clean_logits(self, dtype=np.float64) -> np.ndarray:
+        """``(T, N, C)`` logits with padded frames zeroed, for adapters that cannot mask."""
+        return np.where(self.frame_mask[..., None], self.logits, 0).astype(dtype)
+
+    def log_probs(self) -> np.ndarray:
+        """``(T, N, C)`` float64 log_softmax of the logits; padded frames zeroed first."""
+        x = self.clean_logits(np.float64)
+        x = x - x.max(axis=-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+    def repeats(self) -> np.ndarray:
+        """``(N,)`` adjacent repeated labels per target; a target needs L + r frames."""
+        t = self.targets
+        same = (t[:, 1:] == t[:, :-1]) & (np.arange(1, t.shape[1])[None] < self.target_lengths[:, None])
+        return same.sum(axis=1).astype(np.int64)
+
+    def feasible(self) -> np.ndarray:
+        """``(N,)`` bool: the target fits, ``input_length >= L + repeats``."""
+        return self.input_lengths >= self.target_lengths + self.repeats()
+
+    def with_logits(self, logits) -> "CTCProblem":
+        """The same targets and lengths with other logits (e.g. another dtype)."""
+        return CTCProblem(logits, self.targets, self.input_lengths, self.target_lengths,
+                          blank=self.blank)
+
+    def __repr__(self) -> str:
+        T, N, C, L = self.shape
+        return f"CTCProblem(T={T}, N={N}, C={C}, L={L}, blank={self.blank}, dtype={self.dtype})"
