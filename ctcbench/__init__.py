@@ -6,8 +6,11 @@ that needs them is asked for.
 from ctcbench.problem import CTCProblem
 from ctcbench.reduction import reduce_loss
 from ctcbench.registry import (
+    BackendCrashed,
+    BackendFailure,
     BackendInfo,
     BackendResult,
+    BackendTimeout,
     BackendUnavailable,
     UnsupportedProblem,
     get_backend,
@@ -18,8 +21,11 @@ from ctcbench.registry import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BackendCrashed",
+    "BackendFailure",
     "BackendInfo",
     "BackendResult",
+    "BackendTimeout",
     "BackendUnavailable",
     "CTCProblem",
     "UnsupportedProblem",

@@ -33,6 +33,37 @@ class UnsupportedProblem(ValueError):
     """The backend runs here but cannot take this problem (a dtype, a layout, a size)."""
 
 
+class BackendFailure(RuntimeError):
+    """An isolated backend's worker process died or hung on one problem.
+
+    ``status`` is the word a driver records for the case (``"crashed"`` or ``"timeout"``);
+    the worker has been restarted when this is raised, so the run can go on.
+    """
+
+    status = "failed"
+
+
+class BackendCrashed(BackendFailure):
+    """The worker process died: ``signal`` (e.g. ``"SIGSEGV"``) or ``exitcode`` says how."""
+
+    status = "crashed"
+
+    def __init__(self, message: str, *, signal: str | None = None, exitcode: int | None = None):
+        super().__init__(message)
+        self.signal = signal
+        self.exitcode = exitcode
+
+
+class BackendTimeout(BackendFailure):
+    """The worker did not answer within ``timeout_s`` seconds and was killed."""
+
+    status = "timeout"
+
+    def __init__(self, message: str, *, timeout_s: float):
+        super().__init__(message)
+        self.timeout_s = timeout_s
+
+
 @dataclass
 class BackendResult:
     """What a backend returns, normalised: float64 NumPy arrays plus what was really done."""
@@ -83,8 +114,13 @@ def backend_names() -> list[str]:
     return sorted(_table())
 
 
-def get_backend(name: str):
-    """Instantiate the backend called ``name``; raise ``BackendUnavailable`` if it cannot run."""
+def get_backend(name: str, *, isolated: bool | None = None):
+    """Instantiate the backend called ``name``; raise ``BackendUnavailable`` if it cannot run.
+
+    ``isolated``: run it in a worker process (``ctcbench.worker``). ``None`` follows the
+    backend's own ``isolated`` attribute (third-party frameworks set it); ``False`` forces
+    the in-process path, ``True`` isolates any backend.
+    """
     table = _table()
     if name not in table:
         raise KeyError(f"unknown backend {name!r}; known backends: {', '.join(sorted(table))}")
@@ -92,7 +128,24 @@ def get_backend(name: str):
         factory = _load_factory(table[name])
     except ImportError as exc:
         raise BackendUnavailable(f"cannot import backend {name!r}: {exc}") from None
-    return Backend(name, factory())
+    impl = factory()
+    if isolated if isolated is not None else getattr(impl, "isolated", False):
+        from ctcbench.worker import IsolatedBackend
+        impl = IsolatedBackend(name, _spec(table[name], factory), impl)
+    return Backend(name, impl)
+
+
+def _spec(target, factory) -> str:
+    """``"module:attr"`` a worker process can import to rebuild the backend."""
+    if isinstance(target, str):
+        return target
+    if hasattr(target, "load") and hasattr(target, "group"):  # an EntryPoint
+        return target.value
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if module is None or "<" in qualname or module == "__main__":
+        raise ValueError(f"backend factory {factory!r}: expected an importable module-level class "
+                         f"or function (or a 'module:attr' string) to run it isolated")
+    return f"{module}:{qualname}"
 
 
 class Backend:

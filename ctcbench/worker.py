@@ -1,0 +1,353 @@
+"""Run a backend in its own long-lived worker process, so a crash or a hang costs one case.
+
+Why: some frameworks cannot share a process (importing TensorFlow and Paddle together
+segfaults), a native kernel can segfault or abort on a bad problem, and a framework import
+or JIT compilation is too slow to repeat per case. So each isolated backend gets one worker
+process, started on first use and kept for the whole run (import and compilation are paid
+once); a worker that dies or hangs is recorded for that case and restarted on the next one.
+
+Opting in: a backend class sets ``isolated = True`` (optionally ``timeout_s`` per problem
+and ``startup_timeout_s``, and a ``prepare()`` method the worker calls once at start, e.g. to
+import the framework). ``get_backend(name, isolated=True)`` isolates any backend, and
+``isolated=False`` runs an isolated one in-process. The backend's constructor runs in both
+processes, so it must stay cheap (check availability, import nothing heavy).
+
+Failures, raised by ``run`` after the worker has been cleaned up:
+  * :class:`~ctcbench.registry.BackendCrashed` (``status = "crashed"``): the process died;
+    ``.signal`` is e.g. ``"SIGSEGV"`` or ``"SIGABRT"``, else ``.exitcode``;
+  * :class:`~ctcbench.registry.BackendTimeout` (``status = "timeout"``): no answer within
+    ``timeout_s``; the process was killed.
+Exceptions the backend raises in the worker come back as themselves
+(``UnsupportedProblem``, ``BackendUnavailable``, ``ValueError``, ``TypeError``) or as
+:class:`WorkerError` carrying the remote traceback.
+
+Protocol (no pickle): the parent runs ``python -m ctcbench.worker SPEC NAME`` with pipes;
+each message is a length-prefixed JSON header plus a length-prefixed ``.npz`` blob of
+arrays, loaded with ``allow_pickle=False``. The worker keeps the real stdout for the
+protocol and points file descriptor 1 at stderr, so a framework that prints cannot corrupt
+it; the worker's stderr goes to a temporary file whose tail is quoted when it crashes.
+"""
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+
+from ctcbench.registry import (
+    BackendCrashed,
+    BackendResult,
+    BackendTimeout,
+    BackendUnavailable,
+    UnsupportedProblem,
+)
+
+DEFAULT_TIMEOUT_S = 120.0  # per problem; the first problem of a shape may include a JIT compile
+DEFAULT_STARTUP_TIMEOUT_S = 300.0  # spawn + framework import
+THREADS_ENV = "CTCBENCH_THREADS"  # when set, workers and adapters use this many threads
+
+
+class WorkerError(RuntimeError):
+    """An exception raised inside a worker that has no counterpart here."""
+
+    def __init__(self, message: str, remote_traceback: str = ""):
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+
+# -- framing --------------------------------------------------------------------------------
+def _pack(header: dict, arrays: dict | None = None) -> bytes:
+    head = json.dumps(header).encode()
+    blob = b""
+    if arrays:
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        blob = buf.getvalue()
+    return struct.pack(">I", len(head)) + head + struct.pack(">Q", len(blob)) + blob
+
+
+def _unpack_arrays(blob: bytes) -> dict:
+    if not blob:
+        return {}
+    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def _read_exact_blocking(stream, n: int) -> bytes | None:
+    data = stream.read(n)
+    if len(data) < n:
+        return None
+    return data
+
+
+def _error_header(exc: BaseException) -> dict:
+    return {"ok": False, "type": type(exc).__name__, "message": str(exc),
+            "reason": getattr(exc, "reason", None), "hint": getattr(exc, "hint", None),
+            "traceback": traceback.format_exc()}
+
+
+def _raise_remote(header: dict, name: str):
+    kind, message = header.get("type"), header.get("message", "")
+    if kind == "BackendUnavailable":
+        raise BackendUnavailable(header.get("reason") or message, header.get("hint"))
+    if kind == "UnsupportedProblem":
+        raise UnsupportedProblem(message)
+    if kind in ("ValueError", "TypeError"):
+        raise {"ValueError": ValueError, "TypeError": TypeError}[kind](message)
+    raise WorkerError(f"backend {name!r} raised {kind}: {message}", header.get("traceback", ""))
+
+
+# -- the worker process -----------------------------------------------------------------------
+def _problem_arrays(problem) -> tuple[dict, dict]:
+    header = {"op": "run", "blank": problem.blank, "dtype": problem.dtype}
+    arrays = {"logits": problem.logits, "targets": problem.targets,
+              "input_lengths": problem.input_lengths, "target_lengths": problem.target_lengths}
+    return header, arrays
+
+
+def _serve(spec: str, name: str) -> int:
+    import faulthandler
+
+    from ctcbench.problem import CTCProblem
+    from ctcbench.registry import _load_factory, as_result
+
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # stray prints from frameworks go to stderr, not into the protocol
+    proto_in = sys.stdin.buffer
+    faulthandler.enable()  # a traceback in the stderr log when the process is killed by a signal
+
+    def send(header, arrays=None):
+        proto_out.write(_pack(header, arrays))
+
+    try:
+        impl = _load_factory(spec)()
+        if hasattr(impl, "prepare"):
+            impl.prepare()
+    except Exception as exc:
+        send(_error_header(exc))
+        return 1
+    send({"ok": True, "pid": os.getpid()})
+
+    while True:
+        raw = _read_exact_blocking(proto_in, 4)
+        if raw is None:
+            return 0  # the parent closed the pipe
+        header = json.loads(_read_exact_blocking(proto_in, struct.unpack(">I", raw)[0]))
+        (size,) = struct.unpack(">Q", _read_exact_blocking(proto_in, 8))
+        arrays = _unpack_arrays(_read_exact_blocking(proto_in, size) if size else b"")
+        try:
+            problem = CTCProblem(arrays["logits"], arrays["targets"], arrays["input_lengths"],
+                                 arrays["target_lengths"], blank=header["blank"])
+            problem.dtype = header["dtype"]  # bfloat16 travels as float32, like CTCProblem holds it
+            result = as_result(impl.run(problem), problem)
+        except Exception as exc:
+            send(_error_header(exc))
+            continue
+        send({"ok": True, "compute_dtype": result.compute_dtype, "notes": result.notes},
+             {"loss": result.loss, "grad_logits": result.grad_logits})
+
+
+# -- the parent side --------------------------------------------------------------------------
+class _Timeout(Exception):
+    pass
+
+
+class _Died(Exception):
+    pass
+
+
+class _Worker:
+    """One worker process and its pipes."""
+
+    def __init__(self, spec: str, name: str, startup_timeout_s: float):
+        self.name = name
+        self.log = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        # The child must import what the parent can (e.g. a plugin module found via sys.path).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        threads = env.get(THREADS_ENV)
+        if threads:
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                env[var] = threads
+        self.proc = subprocess.Popen([sys.executable, "-m", "ctcbench.worker", spec, name],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, env=env)
+        self.pid = self.proc.pid
+        header, _ = self.receive(startup_timeout_s)
+        if not header["ok"]:
+            self.close()
+            _raise_remote(header, name)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, payload: bytes) -> None:
+        try:
+            self.proc.stdin.write(payload)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise _Died() from None
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        fd = self.proc.stdout.fileno()
+        buf = bytearray()
+        while len(buf) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise _Timeout()
+            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise _Died()
+            buf += chunk
+        return bytes(buf)
+
+    def receive(self, timeout_s: float) -> tuple[dict, dict]:
+        """The next reply; raises BackendCrashed / BackendTimeout (worker cleaned up)."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            (n,) = struct.unpack(">I", self._read(4, deadline))
+            header = json.loads(self._read(n, deadline))
+            (size,) = struct.unpack(">Q", self._read(8, deadline))
+            blob = self._read(size, deadline) if size else b""
+        except _Timeout:
+            self.close(kill=True)
+            raise BackendTimeout(f"backend {self.name!r} did not answer within {timeout_s:g} s; "
+                                 f"its worker (pid {self.pid}) was killed and will be restarted",
+                                 timeout_s=timeout_s) from None
+        except _Died:
+            raise self.crashed() from None
+        return header, _unpack_arrays(blob)
+
+    def crashed(self) -> BackendCrashed:
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # closed its pipe but lingers
+            self.close(kill=True)
+            rc = self.proc.returncode
+        sig = signal.Signals(-rc).name if rc is not None and rc < 0 else None
+        how = f"signal {sig}" if sig else f"exit code {rc}"
+        tail = self.stderr_tail()
+        self.close()
+        return BackendCrashed(f"backend {self.name!r} worker (pid {self.pid}) died with {how}"
+                              + (f"; stderr ends: {tail}" if tail else ""),
+                              signal=sig, exitcode=None if sig else rc)
+
+    def stderr_tail(self, lines: int = 3) -> str:
+        try:
+            self.log.seek(0)
+            text = self.log.read().decode(errors="replace")
+        except (OSError, ValueError):
+            return ""
+        kept = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        fatal = [i for i, ln in enumerate(kept) if ln.startswith("Fatal Python error")]
+        if fatal:  # faulthandler's report: the error, then the innermost frame
+            frames = [ln for ln in kept[fatal[-1]:] if ln.startswith("File ")]
+            return " | ".join([kept[fatal[-1]], *frames[:1]])
+        return " | ".join(kept[-lines:])
+
+    def close(self, *, kill: bool = False) -> None:
+        if self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            else:
+                try:
+                    self.proc.stdin.close()  # EOF: the worker's loop returns
+                    self.proc.wait(timeout=10)
+                except (OSError, subprocess.TimeoutExpired):
+                    self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.log.close()
+
+
+_workers: dict[tuple[str, str], _Worker] = {}  # (spec, name) -> the live worker
+
+
+def shutdown_workers() -> None:
+    """Stop every worker process this process started."""
+    while _workers:
+        _, worker = _workers.popitem()
+        worker.close()
+
+
+atexit.register(shutdown_workers)
+
+
+class IsolatedBackend:
+    """Runs ``spec`` (``"module:attr"``) in a long-lived worker; same ``run`` as any backend.
+
+    Workers are shared per (spec, name), so asking for the backend again reuses the live
+    worker instead of paying the framework import again.
+    """
+
+    def __init__(self, name: str, spec: str, impl=None):
+        self.name = name
+        self.spec = spec
+        self.impl = impl
+        self.timeout_s = float(getattr(impl, "timeout_s", DEFAULT_TIMEOUT_S))
+        self.startup_timeout_s = float(getattr(impl, "startup_timeout_s",
+                                               DEFAULT_STARTUP_TIMEOUT_S))
+
+    @property
+    def worker_pid(self) -> int | None:
+        worker = _workers.get((self.spec, self.name))
+        return worker.pid if worker is not None and worker.alive() else None
+
+    def _worker(self) -> _Worker:
+        key = (self.spec, self.name)
+        worker = _workers.get(key)
+        if worker is None or not worker.alive():
+            _workers.pop(key, None)
+            worker = _workers[key] = _Worker(self.spec, self.name, self.startup_timeout_s)
+        return worker
+
+    def run(self, problem) -> BackendResult:
+        key = (self.spec, self.name)
+        try:
+            worker = self._worker()
+        except Exception:
+            _workers.pop(key, None)
+            raise
+        header, arrays = _problem_arrays(problem)
+        try:
+            worker.send(_pack(header, arrays))
+            reply, out = worker.receive(self.timeout_s)
+        except _Died:
+            _workers.pop(key, None)
+            raise worker.crashed() from None
+        except (BackendCrashed, BackendTimeout):
+            _workers.pop(key, None)
+            raise
+        if not reply["ok"]:
+            _raise_remote(reply, self.name)
+        return BackendResult(out["loss"], out["grad_logits"], reply.get("compute_dtype"),
+                             list(reply.get("notes") or []))
+
+    def close(self) -> None:
+        worker = _workers.pop((self.spec, self.name), None)
+        if worker is not None:
+            worker.close()
+
+    def __getattr__(self, attr):  # dtypes, device and the like come from the backend itself
+        impl = self.__dict__.get("impl")
+        if impl is None:
+            raise AttributeError(attr)
+        return getattr(impl, attr)
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,78 @@
+"""Backends that crash or hang on purpose, to test worker isolation (not collected by pytest).
+
+Each computes the real NumPy reference when it behaves, so a restarted worker's answers
+can still be checked against the brute-force oracle.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from ctcbench.backends.numpy_ref import NumpyBackend
+
+
+class SegfaultOnBlankOne(NumpyBackend):
+    """Segfaults (a real SIGSEGV, via a NULL read) when ``blank == 1``."""
+
+    isolated = True
+
+    def run(self, problem):
+        if problem.blank == 1:
+            import ctypes
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        return super().run(problem)
+
+
+class AbortOnBlankOne(NumpyBackend):
+    """Aborts (SIGABRT, as a failed C assertion would) when ``blank == 1``."""
+
+    isolated = True
+
+    def run(self, problem):
+        if problem.blank == 1:
+            os.abort()
+        return super().run(problem)
+
+
+class HangOnBlankOne(NumpyBackend):
+    """Never answers when ``blank == 1``."""
+
+    isolated = True
+    timeout_s = 3.0
+
+    def run(self, problem):
+        if problem.blank == 1:
+            time.sleep(3600)
+        return super().run(problem)
+
+
+class ExitOnBlankOne(NumpyBackend):
+    """Exits the process with status 3 when ``blank == 1``."""
+
+    isolated = True
+
+    def run(self, problem):
+        if problem.blank == 1:
+            os._exit(3)
+        return super().run(problem)
+
+
+class SegfaultAlways(NumpyBackend):
+    """A plugin that kills its process on every problem."""
+
+    isolated = True
+
+    def run(self, problem):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class NeedsMissingPackage:
+    """Unavailable everywhere: its constructor raises the way a real adapter does."""
+
+    isolated = True
+
+    def __init__(self):
+        from ctcbench.registry import BackendUnavailable
+        raise BackendUnavailable("package 'not-a-real-ctc-package' is not installed",
+                                 "pip install not-a-real-ctc-package")
