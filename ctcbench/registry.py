@@ -81,6 +81,11 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "torch": "ctcbench.backends.torch_native:TorchBackend",
     "torch-cuda": "ctcbench.backends.torch_native:TorchCudaBackend",
     "torch-cudnn": "ctcbench.backends.torch_native:TorchCudnnBackend",
+    # Third-party frameworks, each isolated in its own worker process (ctcbench.worker).
+    "optax": "ctcbench.backends.optax_ctc:OptaxBackend",
+    "tf": "ctcbench.backends.tf_ctc:TFBackend",
+    "tf-dense": "ctcbench.backends.tf_ctc:TFDenseBackend",
+    "warpctc": "ctcbench.backends.paddle_warpctc:WarpctcBackend",
 }
 
 _registered: dict[str, object] = {}  # name -> factory or "module:attr", set by register()

@@ -1,0 +1,52 @@
+"""What the third-party adapters share: availability without importing, and refusals.
+
+Availability is decided with ``importlib.util.find_spec`` only, so ``ctcbench backends``
+never imports JAX, TensorFlow or Paddle. Each refusal is an ``UnsupportedProblem`` whose
+message says what the backend would have done instead, so a comparison records it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+
+from ctcbench.problem import CTCProblem
+from ctcbench.registry import BackendUnavailable, UnsupportedProblem
+from ctcbench.worker import THREADS_ENV
+
+
+def require(modules: tuple[str, ...], *, extra: str, packages: str) -> None:
+    """Raise ``BackendUnavailable`` with the install hint unless every module is importable."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise BackendUnavailable(f"{packages} not installed (missing {', '.join(missing)})",
+                                 f"pip install 'ctcbench[{extra}]'")
+
+
+def threads() -> int | None:
+    """Thread count requested through ``CTCBENCH_THREADS``, if any."""
+    value = os.environ.get(THREADS_ENV)
+    return int(value) if value else None
+
+
+def check_dtype(problem: CTCProblem, name: str, dtypes: tuple[str, ...]) -> None:
+    if problem.dtype not in dtypes:
+        raise UnsupportedProblem(f"{name} computes in {'/'.join(dtypes)}, not {problem.dtype}")
+
+
+def refuse_infeasible(problem: CTCProblem, name: str, instead: str) -> None:
+    """Refuse a problem with a target longer than its input (the reference loss is inf)."""
+    bad = np.flatnonzero(~problem.feasible())
+    if len(bad):
+        raise UnsupportedProblem(f"{name} cannot represent an infeasible target (samples "
+                                 f"{bad[:5].tolist()}): {instead} instead of inf")
+
+
+def padded_labels(problem: CTCProblem) -> tuple[np.ndarray, np.ndarray]:
+    """``(N, max(L, 1))`` int32 labels and ``(N, max(L, 1))`` bool mask of real labels."""
+    N, L = problem.targets.shape
+    labels = np.zeros((N, max(L, 1)), dtype=np.int32)  # some kernels reject a zero-width axis
+    labels[:, :L] = problem.targets
+    mask = np.arange(labels.shape[1])[None, :] < problem.target_lengths[:, None]  # (N, L')
+    return labels, mask

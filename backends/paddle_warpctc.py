@@ -1,0 +1,69 @@
+"""Backend ``warpctc``: Baidu's warp-ctc as shipped inside PaddlePaddle, in a worker process.
+
+``paddle.nn.functional.ctc_loss`` calls warp-ctc, which applies the softmax itself: despite
+the argument's name ``log_probs``, it takes logits. Conventions: time-major ``(T, N, C)``,
+int32 padded labels ``(N, L)``, int64 lengths, ``blank``; the gradient comes from Paddle's
+autograd w.r.t. the logits. Runs in float32 and float64.
+
+Traps, each refused rather than hidden (seen with paddlepaddle 3.3):
+  * an infeasible target gets loss 0 and a zero gradient instead of inf;
+  * an input of length 0 gets inf for an empty target (should be 0) and, in float64, heap
+    corruption ("corrupted size vs. prev_size") and a hang.
+Why isolation: importing Paddle into a process that has imported TensorFlow segfaults.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ctcbench.problem import CTCProblem
+from ctcbench.registry import BackendResult, UnsupportedProblem
+
+from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads
+
+
+class WarpctcBackend:
+    """warp-ctc through paddle.nn.functional.ctc_loss on the CPU."""
+
+    name = "warpctc"
+    isolated = True
+    dtypes = ("float32", "float64")
+
+    def __init__(self):
+        require(("paddle",), extra="paddle", packages="paddlepaddle is")
+        self.paddle = None
+
+    def prepare(self) -> None:
+        """Import Paddle on the CPU."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "No ccache found" and the like, at import
+            import paddle
+        paddle.set_device("cpu")
+        n = threads()
+        if n is not None and hasattr(paddle, "set_num_threads"):
+            paddle.set_num_threads(n)
+        self.paddle = paddle
+
+    def run(self, problem: CTCProblem) -> BackendResult:
+        check_dtype(problem, self.name, self.dtypes)
+        empty = np.flatnonzero(problem.input_lengths == 0)
+        if len(empty):
+            raise UnsupportedProblem(
+                f"warpctc mishandles an input of length 0 (samples {empty[:5].tolist()}): inf "
+                f"for an empty target, and heap corruption in float64")
+        refuse_infeasible(problem, self.name, "warp-ctc returns loss 0 and a zero gradient")
+        if self.paddle is None:
+            self.prepare()
+        paddle = self.paddle
+        logits = paddle.to_tensor(problem.clean_logits(np.dtype(problem.dtype)),
+                                  stop_gradient=False)  # (T, N, C)
+        labels, _ = padded_labels(problem)  # (N, L') int32
+        loss = paddle.nn.functional.ctc_loss(
+            logits, paddle.to_tensor(labels), paddle.to_tensor(problem.input_lengths),
+            paddle.to_tensor(problem.target_lengths), blank=problem.blank, reduction="none")
+        loss.sum().backward()
+        grad = logits.grad.numpy()  # (T, N, C)
+        return BackendResult(loss.numpy().reshape(-1), grad, compute_dtype=str(grad.dtype),
+                             notes=["logits passed as paddle's log_probs: warp-ctc applies "
+                                    "the softmax itself"])

@@ -1,0 +1,107 @@
+"""Backends ``tf`` and ``tf-dense``: ``tf.nn.ctc_loss``, each run in a worker process.
+
+``tf``: sparse labels select TensorFlow's C++ ``CTCLoss`` kernel (the Graves/TF path:
+softmax inside, gradient w.r.t. the logits; ``tf.nn.ctc_loss`` moves a blank other than
+the last class into place for it). float32 runs as a ``tf.function``; float64 runs eagerly
+(recorded in the notes).
+
+``tf-dense``: dense padded labels select TensorFlow's pure-TF implementation
+(``ctc_loss_dense``, log-space, custom gradient). It is float32 only: in float64 it fails on
+an internal float32 constant.
+
+Conventions both want: logits time-major ``(T, N, C)`` (log_softmax applied inside),
+``blank_index``, int32 labels and ``logit_length``; padded frames are zeroed, since the
+kernel reads them. Traps, each refused rather than hidden: the C++ kernel raises on an
+empty target ("Labels length is zero") and on an infeasible one ("Not enough time for target
+transition sequence"); the dense path returns a finite loss (hundreds) for an infeasible one.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ctcbench.problem import CTCProblem
+from ctcbench.registry import BackendResult, UnsupportedProblem
+
+from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads
+
+
+class TFBackend:
+    """tf.nn.ctc_loss with sparse labels: TensorFlow's C++ CTCLoss kernel."""
+
+    name = "tf"
+    isolated = True
+    dtypes = ("float32", "float64")
+    dense = False
+
+    def __init__(self):
+        require(("tensorflow",), extra="tf", packages="tensorflow-cpu is")
+        self.tf = None
+
+    def prepare(self) -> None:
+        """Import TensorFlow (quietly) and build the traced float32 loss-and-gradient."""
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+        n = threads()
+        if n is not None:
+            tf.config.threading.set_intra_op_parallelism_threads(n)
+            tf.config.threading.set_inter_op_parallelism_threads(n)
+        self.tf = tf
+        self._traced = tf.function(self._loss_and_grad, reduce_retracing=True)
+
+    def _loss_and_grad(self, logits, labels, label_length, logit_length, blank):
+        tf = self.tf
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            loss = tf.nn.ctc_loss(labels=labels, logits=logits, label_length=label_length,
+                                  logit_length=logit_length, logits_time_major=True,
+                                  blank_index=blank)  # (N,)
+            total = tf.reduce_sum(loss)
+        return loss, tape.gradient(total, logits)
+
+    def _labels(self, problem: CTCProblem):
+        """Sparse labels, and None for label_length (the sparse form carries the lengths)."""
+        if (problem.target_lengths == 0).any():
+            raise UnsupportedProblem(
+                f"{self.name} (TF's C++ CTCLoss kernel) rejects an empty target (samples "
+                f"{np.flatnonzero(problem.target_lengths == 0)[:5].tolist()}): "
+                f"'Labels length is zero in batch n'")
+        tf = self.tf
+        labels, mask = padded_labels(problem)  # (N, L')
+        indices = np.argwhere(mask).astype(np.int64)  # (K, 2) (sample, position)
+        return tf.SparseTensor(indices, labels[mask], labels.shape), None
+
+    def run(self, problem: CTCProblem) -> BackendResult:
+        check_dtype(problem, self.name, self.dtypes)
+        refuse_infeasible(problem, self.name, self._infeasible_behaviour)
+        if self.tf is None:
+            self.prepare()
+        tf = self.tf
+        labels, label_length = self._labels(problem)
+        logits = tf.constant(problem.clean_logits(np.dtype(problem.dtype)))  # (T, N, C)
+        logit_length = tf.constant(problem.input_lengths.astype(np.int32))  # (N,)
+        blank = problem.blank  # a Python int: the dense path branches on it while tracing
+        notes = []
+        if problem.dtype == "float32":
+            loss, grad = self._traced(logits, labels, label_length, logit_length, blank)
+        else:
+            notes.append(f"{self.name} float64 computed eagerly (not as a tf.function)")
+            loss, grad = self._loss_and_grad(logits, labels, label_length, logit_length, blank)
+        return BackendResult(loss.numpy(), grad.numpy(), compute_dtype=grad.dtype.name,
+                             notes=notes)
+
+    _infeasible_behaviour = "TF's C++ kernel raises 'Not enough time for target transition sequence'"
+
+
+class TFDenseBackend(TFBackend):
+    """tf.nn.ctc_loss with dense labels: TensorFlow's pure-TF ctc_loss_dense (float32 only)."""
+
+    name = "tf-dense"
+    dtypes = ("float32",)  # float64: "cannot compute Mul as input #1 ... double ... float"
+    _infeasible_behaviour = "the dense path returns a finite loss (hundreds) with a gradient"
+
+    def _labels(self, problem: CTCProblem):
+        labels, _ = padded_labels(problem)  # (N, L')
+        return (self.tf.constant(labels),
+                self.tf.constant(problem.target_lengths.astype(np.int32)))
