@@ -41,6 +41,7 @@ class BackendResult:
     grad_logits: np.ndarray  # (T, N, C) float64
     compute_dtype: str | None = None  # the dtype the backend really computed in
     notes: list[str] = field(default_factory=list)
+    raw: object = field(default=None, repr=False)  # what the backend returned, with any extras
 
 
 # name -> "module:attribute" (a class or zero-argument factory). Built-ins go through the same
@@ -152,7 +153,7 @@ def as_result(raw, problem) -> BackendResult:
     if grad.shape != (T, N, C):
         raise ValueError(f"backend result grad_logits: expected shape {(T, N, C)}, got {grad.shape}")
     return BackendResult(loss, grad, getattr(raw, "compute_dtype", None),
-                         list(getattr(raw, "notes", []) or []))
+                         list(getattr(raw, "notes", []) or []), raw=raw)
 
 
 def _numpy(x):
