@@ -54,5 +54,40 @@ def backends(fmt):
         click.echo(f"{i.name:<{width}}  {status:<11}  {i.source:<7}{why}")
 
 
+@cli.command("compare")
+@click.option("--backend", "backends", multiple=True, metavar="NAME",
+              help="Backend to check (repeatable); default every registered backend.")
+@click.option("--case", "case_globs", multiple=True, metavar="GLOB",
+              help="Case name or glob, also family/name (repeatable); default all.")
+@click.option("--dtype", "dtypes", multiple=True,
+              type=click.Choice(["float16", "bfloat16", "float32", "float64"]),
+              help="Only these dtypes (repeatable); default each case's own list.")
+@click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False),
+              help="Folder of .toml/.json case files to use instead of the built-in library.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run folder; default reports/compare-<UTC time>.")
+@click.option("--resume", is_flag=True, help="Keep the rows already in --out; run the rest.")
+@format_option("table", "json", "csv")
+@library_errors
+def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, fmt):
+    """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
+    from ctcbench.compare import compare, df_records, format_table, summarize
+    from ctcbench.results import to_json
+    if resume and out is None:
+        raise click.UsageError("--resume needs --out (the run folder to continue)")
+    df = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
+                 case_dirs=case_dirs or None, out=out, resume=resume)
+    summary = summarize(df)
+    if fmt == "json":
+        click.echo(to_json({"summary": summary, "rows": df_records(df)}, indent=1))
+    elif fmt == "csv":
+        click.echo(df.to_csv(index=False), nl=False)
+    else:
+        click.echo(format_table(df))
+    if summary["failed"]:
+        raise SystemExit(1)
+
+
 def main():
     cli()
