@@ -18,6 +18,7 @@ import importlib.metadata
 import inspect
 import math
 import time
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -201,12 +202,22 @@ def check(backend, prep: Prepared, ref) -> dict:
 
 
 def _versions(backends) -> dict:
-    """Distribution and version of the package that holds each backend's implementation."""
+    """Versions of each backend's libraries: the package holding its implementation, the
+    modules it holds on to (e.g. ``self.torch``) and any names in its ``packages`` attribute."""
     dists = importlib.metadata.packages_distributions()
     out = {}
     for b in backends:
-        top = type(b.impl).__module__.split(".")[0]
-        out[b.name] = {d: importlib.metadata.version(d) for d in dists.get(top, [])}
+        tops = {type(b.impl).__module__.split(".")[0]}
+        tops |= {v.__name__.split(".")[0] for v in vars(b.impl).values()
+                 if isinstance(v, types.ModuleType)} if hasattr(b.impl, "__dict__") else set()
+        tops |= set(getattr(b.impl, "packages", ()))
+        out[b.name] = {}
+        for top in sorted(tops):
+            for d in dists.get(top, [top]):
+                try:
+                    out[b.name][d] = importlib.metadata.version(d)
+                except importlib.metadata.PackageNotFoundError:
+                    pass
     return out
 
 
