@@ -190,3 +190,11 @@ def select_cases(cases: list[Case], patterns=None) -> list[Case]:
                 f"{pattern!r}; known cases: {', '.join(c.name for c in cases)}")
         chosen += [c for c in hits if c not in chosen]
     return [c for c in cases if c in chosen]
+
+
+def describe(cases: list[Case]) -> list[dict]:
+    """One JSON-ready summary per case (what ``ctcbench cases`` prints)."""
+    return [{"name": c.name, "family": c.family, "oracle": c.expect["oracle"],
+             "dtypes": list(c.dtypes), "variants": [v["transform"] for v in c.variants],
+             "ordering": list(c.ordering), "description": c.description,
+             "provenance": c.provenance, "source": c.source} for c in cases]

@@ -54,6 +54,26 @@ def backends(fmt):
         click.echo(f"{i.name:<{width}}  {status:<11}  {i.source:<7}{why}")
 
 
+@cli.command("cases")
+@click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False),
+              help="Folder of .toml/.json case files to list instead of the built-in library.")
+@format_option("table", "json")
+@library_errors
+def cases_cmd(case_dirs, fmt):
+    """List the edge cases: family, oracle, dtypes and what each one checks."""
+    from ctcbench.case_library import describe, load_cases
+    from ctcbench.results import to_json
+    rows = describe(load_cases(case_dirs or None))
+    if fmt == "json":
+        click.echo(to_json(rows, indent=1))
+        return
+    names = [f"{r['family']}/{r['name']}" for r in rows]
+    width = max(len(n) for n in names)
+    for name, r in zip(names, rows):
+        click.echo(f"{name:<{width}}  {r['oracle']:<12}  {r['description']}")
+
+
 @cli.command("compare")
 @click.option("--backend", "backends", multiple=True, metavar="NAME",
               help="Backend to check (repeatable); default every registered backend.")

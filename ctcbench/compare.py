@@ -28,6 +28,7 @@ from tqdm import tqdm
 from ctcbench.case_builders import Variant, to_problem, variants
 from ctcbench.case_library import Case, load_cases, select_cases
 from ctcbench.expected import Answer, known_answer
+from ctcbench.problem import FLOAT_DTYPES
 from ctcbench.registry import BackendUnavailable, UnsupportedProblem, backend_names, get_backend
 from ctcbench.results import RowLog, new_run_dir, to_json, write_meta
 
@@ -89,6 +90,11 @@ def _max(x) -> float:
     return float("nan") if np.isnan(x).any() else float(x.max())
 
 
+def _worst(a: float, b: float) -> float:
+    """max that keeps NaN (a NaN error is the worst kind)."""
+    return a if math.isnan(a) else b if math.isnan(b) else max(a, b)
+
+
 def _takes(impl, keyword: str) -> bool:
     try:
         params = inspect.signature(impl.run).parameters
@@ -109,14 +115,17 @@ class _Checks:
         if what not in self.failures:
             self.failures.append(what)
 
-    def loss(self, got, want, label: str, against: str) -> float:
+    def loss(self, got, want, label: str, against: str) -> tuple[float, float]:
+        """Worst absolute and relative loss error; records a failure beyond tolerance."""
         err = _loss_err(got, want)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = np.where(np.isfinite(want) & (want != 0), err / np.abs(want), err)
         bad = [n for n in range(len(want)) if not self.tol.loss_ok(err[n], want[n])]
         if bad:
             n = bad[0]
             self._fail(f"loss vs {against} [{label}] sample {n}: got {got[n]:.7g}, "
                        f"want {want[n]:.7g}")
-        return _max(err)
+        return _max(err), _max(rel)
 
     def grad(self, got, want, label: str, against: str) -> float:
         with np.errstate(invalid="ignore"):
@@ -164,18 +173,18 @@ def check(backend, prep: Prepared, ref) -> dict:
 
     checks = _Checks(tol)
     for i, (v, res, ans) in enumerate(zip(prep.variants, results, prep.answers)):
-        err = checks.loss(res.loss, ans.loss, v.label, ans.source)
-        checks.abs_err = max(checks.abs_err, err) if not math.isnan(err) else err
+        err, rel = checks.loss(res.loss, ans.loss, v.label, ans.source)
+        checks.abs_err, checks.rel_err = _worst(checks.abs_err, err), _worst(checks.rel_err, rel)
         if ans.grad is not None:
-            checks.grad_err = max(checks.grad_err, checks.grad(res.grad_logits, ans.grad,
-                                                              v.label, ans.source))
+            checks.grad_err = _worst(checks.grad_err, checks.grad(res.grad_logits, ans.grad,
+                                                                  v.label, ans.source))
         if refs is not None:
-            checks.ref_loss_err = max(checks.ref_loss_err,
-                                      checks.loss(res.loss, refs[i].loss, v.label, REFERENCE))
+            checks.ref_loss_err = _worst(checks.ref_loss_err,
+                                         checks.loss(res.loss, refs[i].loss, v.label, REFERENCE)[0])
             rg = checks.grad(res.grad_logits, refs[i].grad_logits, v.label, REFERENCE)
-            checks.ref_grad_err = max(checks.ref_grad_err, rg)
+            checks.ref_grad_err = _worst(checks.ref_grad_err, rg)
             if ans.grad is None:
-                checks.grad_err = max(checks.grad_err, rg)
+                checks.grad_err = _worst(checks.grad_err, rg)
     base, want = results[0].loss, prep.answers[0].loss
     if case.ordering:
         names = prep.variants[0].raw.names
@@ -184,14 +193,12 @@ def check(backend, prep: Prepared, ref) -> dict:
         if not all(a < b for a, b in zip(got, got[1:])):
             checks._fail("ordering " + " < ".join(case.ordering) + " violated: "
                          + ", ".join(f"{s}={x:.4g}" for s, x in zip(case.ordering, got)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = _loss_err(base, want) / np.where(np.isfinite(want), np.abs(want), np.inf)
     if refs is None:
         checks._fail(f"reference {REFERENCE} failed: {prep.reference_error}")
     return {**row,
             "status": "mismatch" if checks.failures else "ok",
             "loss": float(base.sum()), "expected_loss": float(want.sum()),
-            "abs_err": checks.abs_err, "rel_err": _max(np.where(np.isnan(rel), 0.0, rel)),
+            "abs_err": checks.abs_err, "rel_err": checks.rel_err,
             "grad_err": checks.grad_err,
             "grad_source": prep.answers[0].source if prep.answers[0].grad is not None else REFERENCE,
             "ref_loss_err": checks.ref_loss_err if refs is not None else None,
@@ -236,6 +243,9 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     Returns:
       The rows, failures first; ``df.attrs["run_dir"]`` is where they were written.
     """
+    bad = [d for d in dtypes or () if d not in FLOAT_DTYPES]
+    if bad:
+        raise ValueError(f"dtypes: expected names from {', '.join(FLOAT_DTYPES)}, got {bad}")
     if cases is None or all(isinstance(c, str) for c in cases):
         cases = select_cases(load_cases(case_dirs), cases or None)
     names = list(dict.fromkeys(backends)) if backends else backend_names()
