@@ -119,6 +119,10 @@ def parse_case(raw: dict, *, family: str, source: str) -> Case:
                 f"{where} variant.transform", f"one of {', '.join(TRANSFORMS)}",
                 repr(v.get("transform") if isinstance(v, dict) else v))
     ordering = tuple(raw.get("ordering", ()))
+    samples = raw["build"].get("sample") or []
+    names = [s.get("name", f"sample{n}") for n, s in enumerate(samples) if isinstance(s, dict)]
+    _expect(set(ordering) <= set(names) and len(ordering) != 1, f"{where} ordering",
+            f"two or more sample names from {names}", list(ordering))
     tolerances = {}
     for dtype, tol in raw.get("tolerance", {}).items():
         _expect(dtype in FLOAT_DTYPES and isinstance(tol, dict), f"{where} tolerance",

@@ -95,6 +95,9 @@ def test_user_folder_toml_and_json(tmp_path):
     ("[[case]\nname=", "expected valid TOML"),
     ("title = 'no cases'\n", "expected a list of cases under the key 'case'"),
     (MINIMAL.format(name="x", oracle="brute_force") * 2, "expected a unique name"),
+    (MINIMAL.format(name="x", oracle="brute_force").replace(
+        'provenance = "test"', 'provenance = "test"\nordering = ["a", "b"]'),
+     "ordering: expected two or more sample names"),
 ])
 def test_bad_case_files_name_file_case_and_field(tmp_path, text, message):
     """A broken user file is a one-line ValueError naming what was expected, not a traceback."""
