@@ -37,7 +37,7 @@ STATUS_ORDER = ("mismatch", "error", "unsupported", "skipped", "ok")  # failures
 FAILING = ("mismatch", "error")
 KEY = ("backend", "case", "dtype", "device")
 COLUMNS = ("status", "backend", "case", "dtype", "device", "loss", "expected_loss", "abs_err",
-           "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "time_s",
+           "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite", "time_s",
            "family", "oracle", "variants", "compute_dtype", "reason")
 
 
@@ -184,6 +184,10 @@ def check(backend, prep: Prepared, ref) -> dict:
             rg = checks.grad(res.grad_logits, refs[i].grad_logits, v.label, REFERENCE)
             checks.ref_grad_err = _worst(checks.ref_grad_err, rg)
     base, want = results[0].loss, prep.answers[0].loss
+    # finite: no NaN anywhere, and a finite loss wherever the known answer is finite
+    finite = all(not np.isnan(r.loss).any() and np.isfinite(r.grad_logits).all()
+                 and np.isfinite(r.loss[np.isfinite(a.loss)]).all()
+                 for r, a in zip(results, prep.answers))
     if case.ordering:
         names = prep.variants[0].raw.names
         order = [names.index(s) for s in case.ordering]
@@ -202,7 +206,7 @@ def check(backend, prep: Prepared, ref) -> dict:
             "grad_source": prep.answers[0].source if prep.answers[0].grad is not None else None,
             "ref_loss_err": checks.ref_loss_err if refs is not None else None,
             "ref_grad_err": checks.ref_grad_err if refs is not None else None,
-            "time_s": elapsed,
+            "finite": bool(finite), "time_s": elapsed,
             "compute_dtype": getattr(results[0], "compute_dtype", None),
             "reason": "; ".join(checks.failures[:3]) + (" ..." if len(checks.failures) > 3 else "")}
 
