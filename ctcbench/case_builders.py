@@ -83,7 +83,10 @@ GENERATORS: dict[str, Callable] = {
 def _target(sample: dict, C: int, blank: int, rng, case: str) -> list[int]:
     if "target" in sample:
         return [int(k) for k in sample["target"]]
-    L = int(_req(sample, "L", case))
+    if "L" not in sample:
+        raise ValueError(f"{_where(case, 'sample')}: expected 'target' (labels) or 'L' (a length "
+                         f"for random labels) in every sample, got keys {sorted(sample)}")
+    L = int(sample["L"])
     labels = np.array([c for c in range(C) if c != blank])
     target = rng.choice(labels, size=L)
     if sample.get("no_repeats", False) and len(labels) > 1:

@@ -251,7 +251,19 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         raise ValueError(f"dtypes: expected names from {', '.join(FLOAT_DTYPES)}, got {bad}")
     if cases is None or all(isinstance(c, str) for c in cases):
         cases = select_cases(load_cases(case_dirs), cases or None)
+    jobs = [(case, dtype) for case in cases for dtype in case.dtypes
+            if dtypes is None or dtype in dtypes]
+    preps = {}
+    for case, dtype in jobs:  # every case builds before anything runs: a bad file fails fast
+        try:
+            preps[case.name, dtype] = prepare(case, dtype)
+        except Exception as exc:
+            raise ValueError(f"case {case.name!r} in {case.source} ({dtype}): expected a "
+                             f"buildable case, got {type(exc).__name__}: {exc}") from None
     names = list(dict.fromkeys(backends)) if backends else backend_names()
+    for name in names:
+        if name not in backend_names():
+            get_backend(name)  # raises KeyError listing the known names, before anything runs
     run_dir = new_run_dir("compare", out)
     log = RowLog(run_dir / "rows.jsonl")
     kept = [r for r in log.rows() if r.get("status") != "skipped"] if resume else []
@@ -280,24 +292,21 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         pass
     for backend in ready:
         _warm_up(backend)
-    jobs = [(case, dtype) for case in cases for dtype in case.dtypes
-            if dtypes is None or dtype in dtypes]
     write_meta(run_dir, {"driver": "compare", "backends": names, "reference": REFERENCE,
                          "cases": [c.name for c in cases], "dtypes": list(dtypes or []),
                          "backend_versions": _versions(ready), "resumed_rows": len(kept)})
     bar = tqdm(total=len(jobs) * len(ready), desc="compare", unit="run", leave=False,
                disable=None if progress is None else not progress)
     for case, dtype in jobs:
-        prep = None
+        prep = preps[case.name, dtype]
         for backend in ready:
             device = getattr(backend.impl, "device", "cpu")
             if (backend.name, case.name, dtype, device) not in done:
-                if prep is None:
-                    prep = prepare(case, dtype)
                 row = check(backend, prep, ref)
                 log.append(row)
                 rows.append(row)
             bar.update()
+        prep.reference = None  # the reference's tables can be large; done with this case
     bar.close()
     df = tidy(kept + rows)
     df.to_csv(run_dir / "rows.csv", index=False)

@@ -251,3 +251,30 @@ def test_user_cases_folder(tmp_path):
     assert {(r["backend"], r["case"], r["status"]) for r in rows} == {
         ("numpy", "my_case", "ok"), ("torch", "my_case", "ok")}
     assert all(np.isfinite(r["loss"]) for r in rows)
+
+
+def test_unbuildable_user_case_fails_before_running(tmp_path):
+    """A user case its oracle cannot answer (brute force over 5**12 paths) is a clean CLI error
+    naming the case and file, and no backend runs."""
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    (folder / "big.toml").write_text(textwrap.dedent("""
+        [[case]]
+        name = "too_big"
+        description = "too many paths to enumerate"
+        provenance = "mine"
+        [case.build]
+        generator = "random"
+        C = 5
+        [[case.build.sample]]
+        target = [1, 2]
+        T = 12
+        [case.expect]
+        oracle = "brute_force"
+        """))
+    out = tmp_path / "run"
+    res = CliRunner().invoke(cli, ["compare", "--backend", "numpy", "--cases", str(folder),
+                                   "--out", str(out)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "case 'too_big' in big.toml (float32): expected a buildable case" in res.output
+    assert "C**T <=" in res.output and not out.exists()
