@@ -88,16 +88,18 @@ def cases_cmd(case_dirs, fmt):
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Run folder; default reports/compare-<UTC time>.")
 @click.option("--resume", is_flag=True, help="Keep the rows already in --out; run the rest.")
+@click.option("--plot/--no-plot", default=True, show_default=True,
+              help="Save margins.png (error / tolerance per case and backend) in the run folder.")
 @format_option("table", "json", "csv")
 @library_errors
-def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, fmt):
+def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
     from ctcbench.compare import compare, df_records, format_table, summarize
     from ctcbench.results import to_json
     if resume and out is None:
         raise click.UsageError("--resume needs --out (the run folder to continue)")
     df = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
-                 case_dirs=case_dirs or None, out=out, resume=resume)
+                 case_dirs=case_dirs or None, out=out, resume=resume, plot=plot)
     summary = summarize(df)
     if fmt == "json":
         click.echo(to_json({"summary": summary, "rows": df_records(df)}, indent=1))

@@ -37,8 +37,8 @@ STATUS_ORDER = ("mismatch", "error", "unsupported", "skipped", "ok")  # failures
 FAILING = ("mismatch", "error")
 KEY = ("backend", "case", "dtype", "device")
 COLUMNS = ("status", "backend", "case", "dtype", "device", "loss", "expected_loss", "abs_err",
-           "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite", "time_s",
-           "family", "oracle", "variants", "compute_dtype", "reason")
+           "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite",
+           "margin", "time_s", "family", "oracle", "variants", "compute_dtype", "reason")
 
 
 @dataclass
@@ -69,7 +69,8 @@ def _reference(prep: Prepared, ref) -> list | None:
     if prep.reference is None and prep.reference_error is None:
         start = time.perf_counter()
         try:
-            prep.reference = [ref.run(p, **v.run_kwargs) for v, p in zip(prep.variants, prep.problems)]
+            prep.reference = [ref.run(p, **v.run_kwargs)
+                              for v, p in zip(prep.variants, prep.problems)]
         except Exception as exc:  # the reference must not hide the backend's own result
             prep.reference_error = f"{type(exc).__name__}: {exc}"
         prep.reference_time = time.perf_counter() - start
@@ -109,6 +110,7 @@ class _Checks:
     def __init__(self, tol):
         self.tol = tol
         self.abs_err = self.rel_err = self.grad_err = self.ref_loss_err = self.ref_grad_err = 0.0
+        self.margin = 0.0  # worst error / allowed error over every check; > 1 fails
         self.failures: list[str] = []
 
     def _fail(self, what: str) -> None:
@@ -120,6 +122,10 @@ class _Checks:
         err = _loss_err(got, want)
         with np.errstate(invalid="ignore", divide="ignore"):
             rel = np.where(np.isfinite(want) & (want != 0), err / np.abs(want), err)
+        allowed = self.tol.loss_atol + self.tol.loss_rtol * np.where(np.isfinite(want),
+                                                                     np.abs(want), 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.margin = _worst(self.margin, _max(np.where(err == 0, 0.0, err / allowed)))
         bad = [n for n in range(len(want)) if not self.tol.loss_ok(err[n], want[n])]
         if bad:
             n = bad[0]
@@ -131,6 +137,8 @@ class _Checks:
         with np.errstate(invalid="ignore"):
             diff = np.abs(got - want)  # (T, N, C)
         err = _max(diff)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.margin = _worst(self.margin, 0.0 if err == 0 else err / self.tol.grad_atol)
         if not err <= self.tol.grad_atol:  # NaN fails too
             t, n, c = np.unravel_index(np.nanargmax(np.where(np.isnan(diff), np.inf, diff)),
                                        diff.shape)
@@ -206,7 +214,7 @@ def check(backend, prep: Prepared, ref) -> dict:
             "grad_source": prep.answers[0].source if prep.answers[0].grad is not None else None,
             "ref_loss_err": checks.ref_loss_err if refs is not None else None,
             "ref_grad_err": checks.ref_grad_err if refs is not None else None,
-            "finite": bool(finite), "time_s": elapsed,
+            "finite": bool(finite), "margin": checks.margin, "time_s": elapsed,
             "compute_dtype": getattr(results[0], "compute_dtype", None),
             "reason": "; ".join(checks.failures[:3]) + (" ..." if len(checks.failures) > 3 else "")}
 
@@ -232,7 +240,7 @@ def _versions(backends) -> dict:
 
 
 def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
-            resume: bool = False, progress: bool | None = None) -> pd.DataFrame:
+            resume: bool = False, progress: bool | None = None, plot: bool = False) -> pd.DataFrame:
     """Check backends on cases; one tidy row per (backend, case, dtype, device).
 
     Args:
@@ -243,6 +251,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       out: run folder (default ``reports/compare-<UTC time>``); ``resume`` keeps the rows an
         earlier run left in it and does only the rest.
       progress: tqdm bar on stderr; default only when stderr is a terminal.
+      plot: also save ``margins.png``, a heat map of error / tolerance (see compare_plot).
     Returns:
       The rows, failures first; ``df.attrs["run_dir"]`` is where they were written.
     """
@@ -282,7 +291,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             raise
         except Exception as exc:  # a broken plugin is an error, not a crash of the run
             rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
-                         "status": "error", "reason": f"failed to load: {type(exc).__name__}: {exc}"})
+                         "status": "error",
+                         "reason": f"failed to load: {type(exc).__name__}: {exc}"})
     for row in rows:
         log.append(row)
     ref = None
@@ -311,6 +321,9 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     df = tidy(kept + rows)
     df.to_csv(run_dir / "rows.csv", index=False)
     (run_dir / "rows.json").write_text(to_json(df_records(df), indent=1) + "\n")
+    if plot and (df["case"] != "*").any():
+        from ctcbench.compare_plot import plot_margins
+        plot_margins(df, run_dir / "margins.png")
     df.attrs["run_dir"] = str(run_dir)
     return df
 
@@ -330,8 +343,8 @@ def tidy(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     df = df.drop_duplicates(subset=list(KEY), keep="last")
     rank = df["status"].map({s: i for i, s in enumerate(STATUS_ORDER)})
-    return df.assign(_rank=rank).sort_values(["_rank", "backend", "case", "dtype"],
-                                             kind="stable").drop(columns="_rank").reset_index(drop=True)
+    df = df.assign(_rank=rank).sort_values(["_rank", "backend", "case", "dtype"], kind="stable")
+    return df.drop(columns="_rank").reset_index(drop=True)
 
 
 def df_records(df: pd.DataFrame) -> list[dict]:

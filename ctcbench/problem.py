@@ -118,7 +118,8 @@ class CTCProblem:
         """(layout, index dtype) of the targets as the caller gave them."""
         arr, dtype = _to_numpy(targets, "targets")
         layout = "concatenated" if arr.ndim == 1 else "padded"
-        return layout, ("int32" if dtype in ("int32", "int16", "int8", "uint8", "uint16") else "int64")
+        narrow = dtype in ("int32", "int16", "int8", "uint8", "uint16")
+        return layout, ("int32" if narrow else "int64")
 
     @staticmethod
     def _padded_targets(targets, target_lengths: np.ndarray, N: int) -> np.ndarray:

@@ -35,7 +35,8 @@ def test_generators_are_seeded_and_shaped():
     spread = build_raw({"generator": "random", "C": 5, "spread": 300.0,
                         "sample": [{"target": [1], "T": 4}]})
     np.testing.assert_allclose(np.ptp(spread.logits[:, 0], axis=1), 300.0)
-    single = build_raw({"generator": "uniform", "C": 3, "sample": [{"target": [1, 1, 2], "T": "min"}]})
+    single = build_raw({"generator": "uniform", "C": 3,
+                        "sample": [{"target": [1, 1, 2], "T": "min"}]})
     assert single.input_lengths.tolist() == [4]
 
 

@@ -58,7 +58,8 @@ def test_required_coverage(library):
     assert transforms >= {"move_blank", "concatenated_targets", "index_dtype", "padded_frames",
                           "upstream_weights"}
     assert any(c.build.get("C") == 5000 for c in library)
-    assert any("float16" in c.dtypes for c in library) and any("bfloat16" in c.dtypes for c in library)
+    assert any("float16" in c.dtypes for c in library)
+    assert any("bfloat16" in c.dtypes for c in library)
 
 
 def test_select_by_glob_and_family(library):
@@ -91,7 +92,8 @@ def test_user_folder_toml_and_json(tmp_path):
     (MINIMAL.format(name="x", oracle="brute_force").replace('"random"', '"gaussian"'),
      "build.generator: expected one of"),
     (MINIMAL.format(name="x", oracle="brute_force").replace(
-        'provenance = "test"', 'provenance = "test"\ndtypes = ["float8"]'), "dtypes: expected a list"),
+        'provenance = "test"', 'provenance = "test"\ndtypes = ["float8"]'),
+     "dtypes: expected a list"),
     ("[[case]\nname=", "expected valid TOML"),
     ("title = 'no cases'\n", "expected a list of cases under the key 'case'"),
     (MINIMAL.format(name="x", oracle="brute_force") * 2, "expected a unique name"),

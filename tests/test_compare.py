@@ -81,6 +81,7 @@ def test_run_folder_has_rows_and_environment(full_run):
     """Results and an environment sidecar are written to the run folder."""
     _, out = full_run
     assert (out / "rows.jsonl").exists() and (out / "rows.csv").exists()
+    assert (out / "margins.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     meta = json.loads((out / "meta.json").read_text())
     env = meta["environment"]
     for key in ("python", "cpu", "torch_threads", "git_commit", "utc_time", "packages"):
@@ -105,7 +106,7 @@ def test_wrong_plugin_through_entry_point_fails_the_gate(tmp_path):
              "single_alignment_*", "empty_target", "infeasible_target", "ragged_batch"]
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}
     base = [sys.executable, "-c", "from ctcbench.cli import main; main()", "compare",
-            "--backend", "merges-repeats", "--dtype", "float64"]
+            "--backend", "merges-repeats", "--dtype", "float64", "--no-plot"]
     for g in globs:
         base += ["--case", g]
     proc = subprocess.run(base + ["--format", "json", "--out", str(tmp_path / "run")], env=env,
@@ -177,32 +178,32 @@ def test_resume_keeps_finished_rows(tmp_path):
     """An interrupted run continues: rows already in the folder are kept, only the rest run."""
     runner = CliRunner()
     out = str(tmp_path / "run")
-    first = runner.invoke(cli, ["compare", "--backend", "numpy", "--case", "toy_alpha_beta",
-                                "--out", out, "--format", "json"])
+    args = ["compare", "--no-plot", "--backend", "numpy", "--out", out, "--format", "json"]
+    first = runner.invoke(cli, [*args, "--case", "toy_alpha_beta"])
     assert first.exit_code == 0, first.output
     before = (tmp_path / "run" / "rows.jsonl").read_text().splitlines()
-    second = runner.invoke(cli, ["compare", "--backend", "numpy", "--case", "toy_alpha_beta",
-                                 "--case", "warpctc_small", "--out", out, "--resume",
-                                 "--format", "json"])
+    second = runner.invoke(cli, [*args, "--case", "toy_alpha_beta", "--case", "warpctc_small",
+                                 "--resume"])
     assert second.exit_code == 0, second.output
     after = (tmp_path / "run" / "rows.jsonl").read_text().splitlines()
     assert after[: len(before)] == before
     new = [json.loads(line) for line in after[len(before):]]
     assert {r["case"] for r in new} == {"warpctc_small"}
-    assert {r["case"] for r in json.loads(second.stdout)["rows"]} == {"toy_alpha_beta", "warpctc_small"}
+    cases = {r["case"] for r in json.loads(second.stdout)["rows"]}
+    assert cases == {"toy_alpha_beta", "warpctc_small"}
 
 
 def test_csv_and_table_formats(tmp_path):
     """--format csv gives one header and a row per (backend, case, dtype); table ends in a verdict."""
     runner = CliRunner()
-    res = runner.invoke(cli, ["compare", "--backend", "numpy", "--case", "warpctc_small",
-                              "--dtype", "float32", "--dtype", "float64", "--format", "csv",
+    res = runner.invoke(cli, ["compare", "--no-plot", "--backend", "numpy", "--case",
+                              "warpctc_small", "--dtype", "float32", "--dtype", "float64", "--format", "csv",
                               "--out", str(tmp_path / "a")])
     assert res.exit_code == 0, res.output
     lines = res.stdout.strip().splitlines()
     assert lines[0].startswith("status,backend,case,dtype,device") and len(lines) == 3
-    res = runner.invoke(cli, ["compare", "--backend", "numpy", "--case", "warpctc_small",
-                              "--out", str(tmp_path / "b")])
+    res = runner.invoke(cli, ["compare", "--no-plot", "--backend", "numpy", "--case",
+                              "warpctc_small", "--out", str(tmp_path / "b")])
     assert res.stdout.strip().splitlines()[-1].startswith("compare passed: 4 ok")
 
 
@@ -243,8 +244,8 @@ def test_user_cases_folder(tmp_path):
         [case.expect]
         oracle = "brute_force"
         """))
-    res = CliRunner().invoke(cli, ["compare", "--backend", "numpy", "--backend", "torch",
-                                   "--cases", str(folder), "--format", "json",
+    res = CliRunner().invoke(cli, ["compare", "--no-plot", "--backend", "numpy", "--backend",
+                                   "torch", "--cases", str(folder), "--format", "json",
                                    "--out", str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)["rows"]
