@@ -130,13 +130,16 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def run(self, problem: CTCProblem) -> "NumpyResult":
+    def run(self, problem: CTCProblem, *, grad_weights=None) -> "NumpyResult":
+        """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient."""
         log_probs = problem.log_probs()  # (T, N, C) float64, padded frames zeroed
         fb = forward_backward(log_probs, problem.targets, problem.input_lengths,
                               problem.target_lengths, blank=problem.blank)
         keep = problem.frame_mask & np.isfinite(fb.loss)[None, :]  # (T, N)
         # d(-log Z)/d logits = softmax - gamma on valid frames of feasible samples.
         grad = np.where(keep[..., None], np.exp(log_probs) - fb.class_posterior, 0.0)
+        if grad_weights is not None:
+            grad = grad * np.asarray(grad_weights, dtype=np.float64)[None, :, None]
         return NumpyResult(fb.loss, grad, fb)
 
 
