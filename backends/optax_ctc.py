@@ -5,8 +5,9 @@ lengths as 0/1 padding masks ``(N, T)`` and ``(N, L)``, ``blank_id``, per-sequen
 float64 needs ``jax_enable_x64``, which the adapter turns on in its process (its own worker,
 unless run in-process). The function is jitted once per shape: un-jitted it is hundreds of
 times slower. Compilation costs seconds per shape, so problems are padded up to the next
-power of two in T, N and L (extra frames and labels masked, extra samples empty): cases
-of similar size share one compiled function (per blank index, which optax needs static).
+power of four in T, N, L and C (extra frames and labels masked, extra samples weigh 0,
+extra classes have probability 0) and the blank is moved to class 0: every small case
+shares one compiled function.
 
 Trap: optax scores log(0) as ``log_epsilon = -1e5``, so an infeasible target gets a finite
 loss near 1e5 with a non-zero gradient instead of inf; such problems are refused.
@@ -29,6 +30,7 @@ class OptaxBackend:
     name = "optax"
     isolated = True
     dtypes = ("float32", "float64")
+    packages = ("jax", "jaxlib", "optax")  # import names whose versions a run records
 
     def __init__(self):
         require(("jax", "optax"), extra="jax", packages="jax and optax are")
@@ -44,13 +46,14 @@ class OptaxBackend:
         import optax
         jax.config.update("jax_enable_x64", True)
 
-        def total(logits, logit_pad, labels, label_pad, blank):
+        def total(logits, logit_pad, labels, label_pad, weights, blank):
             loss = optax.ctc_loss(logits, logit_pad, labels, label_pad, blank_id=blank)  # (N,)
-            return loss.sum(), loss
+            return (weights * loss).sum(), loss
 
-        self._fn = jax.jit(jax.value_and_grad(total, has_aux=True), static_argnums=4)
+        self._fn = jax.jit(jax.value_and_grad(total, has_aux=True), static_argnums=5)
 
-    def run(self, problem: CTCProblem) -> BackendResult:
+    def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
+        """``grad_weights (N,)``: upstream gradient per loss (default 1)."""
         check_dtype(problem, self.name, self.dtypes)
         refuse_infeasible(problem, self.name,
                           "optax returns a finite loss near 1e5 (log_epsilon) with a gradient")
@@ -59,23 +62,33 @@ class OptaxBackend:
         dtype = np.dtype(problem.dtype)
         T, N, C, _ = problem.shape
         labels, label_mask = padded_labels(problem)  # (N, L')
-        Tb, Nb, Lb = _bucket(T), _bucket(N), _bucket(labels.shape[1])
-        logits = np.zeros((Nb, Tb, C), dtype)
-        logits[:N, :T] = problem.clean_logits(dtype).transpose(1, 0, 2)  # (N, T, C)
+        L = labels.shape[1]
+        Tb, Nb, Lb, Cb = _bucket(T, 16), _bucket(N, 4), _bucket(L, 4), _bucket(C, 8)
+        # Blank moved to class 0 (classes reordered, labels renamed): one compilation serves
+        # every blank index. Extra classes get logit -1e30: probability exactly 0, gradient 0.
+        order = np.array([problem.blank] + [c for c in range(C) if c != problem.blank])
+        rename = np.argsort(order)  # old class -> new class
+        logits = np.full((Nb, Tb, Cb), -1e30, dtype)
+        logits[:, :, :C] = 0.0
+        logits[:N, :T, :C] = problem.clean_logits(dtype)[..., order].transpose(1, 0, 2)  # (N, T, C)
         logit_pad = np.ones((Nb, Tb), dtype)
         logit_pad[:N, :T] = ~problem.frame_mask.T  # (N, T) 1 on padded frames
-        label_ids = np.zeros((Nb, Lb), np.int32)
-        label_ids[:N, : labels.shape[1]] = labels
+        label_ids = np.ones((Nb, Lb), np.int32)
+        label_ids[:N, :L] = np.where(label_mask, rename[labels], 1)
         label_pad = np.ones((Nb, Lb), dtype)
-        label_pad[:N, : labels.shape[1]] = ~label_mask  # (N, L') 1 on padding
-        (_, loss), grad = self._fn(logits, logit_pad, label_ids, label_pad,
-                                   problem.blank)
-        loss, grad = np.asarray(loss)[:N], np.asarray(grad)[:N, :T]  # (N,), (N, T, C)
-        return BackendResult(loss, grad.transpose(1, 0, 2),  # (T, N, C)
-                             compute_dtype=str(grad.dtype),
-                             notes=[f"jax.jit on a ({Tb}, {Nb}, {Lb}) (T, N, L) bucket"])
+        label_pad[:N, :L] = ~label_mask  # (N, L') 1 on padding
+        weights = np.zeros(Nb, dtype)  # (N,) padded samples weigh nothing
+        weights[:N] = 1.0 if grad_weights is None else np.asarray(grad_weights, np.float64)
+        (_, loss), grad = self._fn(logits, logit_pad, label_ids, label_pad, weights, 0)
+        loss = np.asarray(loss)[:N]  # (N,)
+        grad = np.asarray(grad)[:N, :T, :C][..., rename].transpose(1, 0, 2)  # (T, N, C)
+        return BackendResult(loss, grad, compute_dtype=str(grad.dtype),
+                             notes=[f"jax.jit on a (T, N, L, C) = ({Tb}, {Nb}, {Lb}, {Cb}) bucket"])
 
 
-def _bucket(n: int) -> int:
-    """The next power of two >= n (at least 1): fewer shapes, fewer compilations."""
-    return 1 << max(n - 1, 0).bit_length()
+def _bucket(n: int, least: int) -> int:
+    """The next power of four >= n, at least ``least``: few shapes, few compilations."""
+    size = least
+    while size < n:
+        size *= 4
+    return size

@@ -29,6 +29,7 @@ class WarpctcBackend:
     name = "warpctc"
     isolated = True
     dtypes = ("float32", "float64")
+    packages = ("paddle",)  # import names whose versions a run records
 
     def __init__(self):
         require(("paddle",), extra="paddle", packages="paddlepaddle is")
@@ -45,7 +46,8 @@ class WarpctcBackend:
             paddle.set_num_threads(n)
         self.paddle = paddle
 
-    def run(self, problem: CTCProblem) -> BackendResult:
+    def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
+        """``grad_weights (N,)``: upstream gradient per loss (default 1)."""
         check_dtype(problem, self.name, self.dtypes)
         empty = np.flatnonzero(problem.input_lengths == 0)
         if len(empty):
@@ -61,8 +63,11 @@ class WarpctcBackend:
         labels, _ = padded_labels(problem)  # (N, L') int32
         loss = paddle.nn.functional.ctc_loss(
             logits, paddle.to_tensor(labels), paddle.to_tensor(problem.input_lengths),
-            paddle.to_tensor(problem.target_lengths), blank=problem.blank, reduction="none")
-        loss.sum().backward()
+            paddle.to_tensor(problem.target_lengths), blank=problem.blank,
+            reduction="none").reshape([-1])  # (N,)
+        weights = (np.ones(problem.shape[1]) if grad_weights is None
+                   else np.asarray(grad_weights, np.float64))
+        (loss * paddle.to_tensor(weights.astype(problem.dtype))).sum().backward()
         grad = logits.grad.numpy()  # (T, N, C)
         return BackendResult(loss.numpy().reshape(-1), grad, compute_dtype=str(grad.dtype),
                              notes=["logits passed as paddle's log_probs: warp-ctc applies "

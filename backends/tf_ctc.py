@@ -33,6 +33,7 @@ class TFBackend:
     name = "tf"
     isolated = True
     dtypes = ("float32", "float64")
+    packages = ("tensorflow",)  # import names whose versions a run records
     dense = False
 
     def __init__(self):
@@ -50,15 +51,14 @@ class TFBackend:
         self.tf = tf
         self._traced = tf.function(self._loss_and_grad, reduce_retracing=True)
 
-    def _loss_and_grad(self, logits, labels, label_length, logit_length, blank):
+    def _loss_and_grad(self, logits, labels, label_length, logit_length, weights, blank):
         tf = self.tf
         with tf.GradientTape() as tape:
             tape.watch(logits)
             loss = tf.nn.ctc_loss(labels=labels, logits=logits, label_length=label_length,
                                   logit_length=logit_length, logits_time_major=True,
                                   blank_index=blank)  # (N,)
-            total = tf.reduce_sum(loss)
-        return loss, tape.gradient(total, logits)
+        return loss, tape.gradient(loss, logits, output_gradients=weights)
 
     def _labels(self, problem: CTCProblem):
         """Sparse labels, and None for label_length (the sparse form carries the lengths)."""
@@ -72,7 +72,8 @@ class TFBackend:
         indices = np.argwhere(mask).astype(np.int64)  # (K, 2) (sample, position)
         return tf.SparseTensor(indices, labels[mask], labels.shape), None
 
-    def run(self, problem: CTCProblem) -> BackendResult:
+    def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
+        """``grad_weights (N,)``: upstream gradient per loss (default 1)."""
         check_dtype(problem, self.name, self.dtypes)
         refuse_infeasible(problem, self.name, self._infeasible_behaviour)
         if self.tf is None:
@@ -82,13 +83,22 @@ class TFBackend:
         logits = tf.constant(problem.clean_logits(np.dtype(problem.dtype)))  # (T, N, C)
         logit_length = tf.constant(problem.input_lengths.astype(np.int32))  # (N,)
         blank = problem.blank  # a Python int: the dense path branches on it while tracing
+        weights = tf.constant(np.ones(problem.shape[1]) if grad_weights is None
+                              else np.asarray(grad_weights, np.float64), logits.dtype)  # (N,)
+        args = (logits, labels, label_length, logit_length, weights, blank)
         notes = []
+        compute_dtype = problem.dtype
         if problem.dtype == "float32":
-            loss, grad = self._traced(logits, labels, label_length, logit_length, blank)
+            loss, grad = self._traced(*args)
         else:
             notes.append(f"{self.name} float64 computed eagerly (not as a tf.function)")
-            loss, grad = self._loss_and_grad(logits, labels, label_length, logit_length, blank)
-        return BackendResult(loss.numpy(), grad.numpy(), compute_dtype=grad.dtype.name,
+            loss, grad = self._loss_and_grad(*args)
+            if not self.dense:
+                # ctc_loss_util.h: LogSumExp<T> returns a + log1pf(expf(b - a)), float32 math
+                compute_dtype = "float64 (float32 log-sum-exp)"
+                notes.append("TF's CTCLoss kernel adds log-probabilities with log1pf/expf even "
+                             "for float64: expect ~1e-8 loss and ~1e-7 gradient error")
+        return BackendResult(loss.numpy(), grad.numpy(), compute_dtype=compute_dtype,
                              notes=notes)
 
     _infeasible_behaviour = "TF's C++ kernel raises 'Not enough time for target transition sequence'"
@@ -98,6 +108,8 @@ class TFDenseBackend(TFBackend):
     """tf.nn.ctc_loss with dense labels: TensorFlow's pure-TF ctc_loss_dense (float32 only)."""
 
     name = "tf-dense"
+    dense = True
+    timeout_s = 60.0  # its Python-level loop needs minutes at T = 4000, L = 1000
     dtypes = ("float32",)  # float64: "cannot compute Mul as input #1 ... double ... float"
     _infeasible_behaviour = "the dense path returns a finite loss (hundreds) with a gradient"
 

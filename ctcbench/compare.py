@@ -7,13 +7,17 @@ Each row is checked twice:
   * against the ``numpy`` reference run on the very same problem (gradient at the logits
     level; torch's log-prob-level convention is not a difference there, see DESIGN.md).
 Status: ``ok``; ``mismatch`` (a check failed: the reason says which, by how much, where);
-``error`` (the backend raised); ``unsupported`` (``UnsupportedProblem``, a dtype the backend
+``error`` (the backend raised); ``crashed`` / ``timeout`` (an isolated backend's worker
+process died, e.g. of SIGSEGV, or hung; it is restarted and the run goes on); ``known`` (a
+failure the backend lists in its ``known_issues``, ``{"case-glob/dtype-glob": why}``: an
+upstream bug that is recorded with its numbers but does not fail the gate); ``unsupported`` (``UnsupportedProblem``, a dtype the backend
 does not list, or an upstream gradient its ``run`` does not take); ``skipped`` (the backend
 cannot run here, with its reason). Rows go to ``rows.jsonl`` in the run folder as they are
 finished, so ``resume`` can pick up an interrupted run.
 """
 from __future__ import annotations
 
+import fnmatch
 import importlib.metadata
 import inspect
 import math
@@ -29,12 +33,19 @@ from ctcbench.case_builders import Variant, to_problem, variants
 from ctcbench.case_library import Case, load_cases, select_cases
 from ctcbench.expected import Answer, known_answer
 from ctcbench.problem import FLOAT_DTYPES
-from ctcbench.registry import BackendUnavailable, UnsupportedProblem, backend_names, get_backend
+from ctcbench.registry import (
+    BackendFailure,
+    BackendUnavailable,
+    UnsupportedProblem,
+    backend_names,
+    get_backend,
+)
 from ctcbench.results import RowLog, new_run_dir, to_json, write_meta
 
 REFERENCE = "numpy"
-STATUS_ORDER = ("mismatch", "error", "unsupported", "skipped", "ok")  # failures first
-FAILING = ("mismatch", "error")
+STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",
+                "ok")  # failures first
+FAILING = ("mismatch", "crashed", "timeout", "error")
 KEY = ("backend", "case", "dtype", "device")
 COLUMNS = ("status", "backend", "case", "dtype", "device", "loss", "expected_loss", "abs_err",
            "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite",
@@ -148,7 +159,19 @@ class _Checks:
 
 
 def check(backend, prep: Prepared, ref) -> dict:
-    """Run ``backend`` on every variant of a prepared case and fill one row."""
+    """Run ``backend`` on every variant of a prepared case and fill one row; a failure the
+    backend declares in ``known_issues`` becomes status ``known``, its numbers kept."""
+    row = _check(backend, prep, ref)
+    if row["status"] in FAILING:
+        key = f"{row['case']}/{row['dtype']}"
+        for pattern, why in (getattr(backend.impl, "known_issues", None) or {}).items():
+            if fnmatch.fnmatchcase(key, pattern):
+                return {**row, "status": "known",
+                        "reason": f"known {row['status']}: {why} | {row.get('reason') or ''}"}
+    return row
+
+
+def _check(backend, prep: Prepared, ref) -> dict:
     case, tol = prep.case, prep.case.tolerance(prep.dtype)
     row = {"backend": backend.name, "case": case.name, "family": case.family,
            "dtype": prep.dtype, "device": getattr(backend.impl, "device", "cpu"),
@@ -176,6 +199,8 @@ def check(backend, prep: Prepared, ref) -> dict:
                 elapsed += time.perf_counter() - start
     except UnsupportedProblem as exc:
         return {**row, "status": "unsupported", "reason": str(exc)}
+    except BackendFailure as exc:  # the worker died or hung; it restarts on the next case
+        return {**row, "status": exc.status, "reason": str(exc)}
     except Exception as exc:
         return {**row, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
 

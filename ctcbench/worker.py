@@ -108,10 +108,14 @@ def _raise_remote(header: dict, name: str):
 
 
 # -- the worker process -----------------------------------------------------------------------
-def _problem_arrays(problem) -> tuple[dict, dict]:
-    header = {"op": "run", "blank": problem.blank, "dtype": problem.dtype}
+def _problem_arrays(problem, grad_weights) -> tuple[dict, dict]:
+    header = {"op": "run", "blank": problem.blank, "dtype": problem.dtype,
+              "target_layout": getattr(problem, "target_layout", "padded"),
+              "index_dtype": getattr(problem, "index_dtype", "int64")}
     arrays = {"logits": problem.logits, "targets": problem.targets,
               "input_lengths": problem.input_lengths, "target_lengths": problem.target_lengths}
+    if grad_weights is not None:
+        arrays["grad_weights"] = np.asarray(grad_weights, dtype=np.float64)
     return header, arrays
 
 
@@ -148,8 +152,11 @@ def _serve(spec: str, name: str) -> int:
         try:
             problem = CTCProblem(arrays["logits"], arrays["targets"], arrays["input_lengths"],
                                  arrays["target_lengths"], blank=header["blank"])
-            problem.dtype = header["dtype"]  # bfloat16 travels as float32, like CTCProblem holds it
-            result = as_result(impl.run(problem), problem)
+            # bfloat16 travels as float32, as CTCProblem holds it; the caller's target form too
+            problem.dtype = header["dtype"]
+            problem.target_layout, problem.index_dtype = header["target_layout"], header["index_dtype"]
+            kwargs = {"grad_weights": arrays["grad_weights"]} if "grad_weights" in arrays else {}
+            result = as_result(impl.run(problem, **kwargs), problem)
         except Exception as exc:
             send(_error_header(exc))
             continue
@@ -274,6 +281,15 @@ class _Worker:
         self.log.close()
 
 
+def _takes_grad_weights(impl) -> bool:
+    import inspect
+    try:
+        params = inspect.signature(impl.run).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return "grad_weights" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 _workers: dict[tuple[str, str], _Worker] = {}  # (spec, name) -> the live worker
 
 
@@ -315,14 +331,17 @@ class IsolatedBackend:
             worker = _workers[key] = _Worker(self.spec, self.name, self.startup_timeout_s)
         return worker
 
-    def run(self, problem) -> BackendResult:
+    def run(self, problem, *, grad_weights=None) -> BackendResult:
+        """Run in the worker; ``grad_weights (N,)`` is passed on where the backend takes it."""
+        if grad_weights is not None and not _takes_grad_weights(self.impl):
+            raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
         key = (self.spec, self.name)
         try:
             worker = self._worker()
         except Exception:
             _workers.pop(key, None)
             raise
-        header, arrays = _problem_arrays(problem)
+        header, arrays = _problem_arrays(problem, grad_weights)
         try:
             worker.send(_pack(header, arrays))
             reply, out = worker.receive(self.timeout_s)

@@ -76,3 +76,14 @@ class NeedsMissingPackage:
         from ctcbench.registry import BackendUnavailable
         raise BackendUnavailable("package 'not-a-real-ctc-package' is not installed",
                                  "pip install not-a-real-ctc-package")
+
+
+class PrintsToStdout(NumpyBackend):
+    """Writes to stdout, from Python and from the file descriptor, on every problem."""
+
+    isolated = True
+
+    def run(self, problem):
+        print("chatty framework output")
+        os.write(1, b"\x00\x00\x00\x05 raw bytes on fd 1\n")
+        return super().run(problem)
