@@ -35,6 +35,14 @@ class TFBackend:
     dtypes = ("float32", "float64")
     packages = ("tensorflow",)  # import names whose versions a run records
     dense = False
+    # Upstream behaviour seen with tensorflow-cpu 2.21 (compare marks these rows "known").
+    known_issues = {
+        "*/float64": "the C++ kernel adds log-probabilities in float32 (log1pf/expf) even for "
+                     "float64: ~1e-8 loss and ~1e-7 gradient error",
+        "peaked_logits_spread300*/float32": "loss inf: the float32 kernel takes the log of "
+                                            "softmax probabilities, which underflow to 0",
+        "long_target_l1000_t4000/float32": "float32 gradient error 0.33 at T=4000 (torch: 0.18)",
+    }
 
     def __init__(self):
         require(("tensorflow",), extra="tf", packages="tensorflow-cpu is")
@@ -110,6 +118,11 @@ class TFDenseBackend(TFBackend):
     name = "tf-dense"
     dense = True
     timeout_s = 60.0  # its Python-level loop needs minutes at T = 4000, L = 1000
+    known_issues = {
+        "peaked_logits_spread300_long/float32": "wrong finite loss (about half the answer) "
+                                                "for logits spanning 300 over long inputs",
+        "long_target_l1000_t4000/float32": "needs more than 60 s at T=4000, L=1000",
+    }
     dtypes = ("float32",)  # float64: "cannot compute Mul as input #1 ... double ... float"
     _infeasible_behaviour = "the dense path returns a finite loss (hundreds) with a gradient"
 

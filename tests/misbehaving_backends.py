@@ -87,3 +87,26 @@ class PrintsToStdout(NumpyBackend):
         print("chatty framework output")
         os.write(1, b"\x00\x00\x00\x05 raw bytes on fd 1\n")
         return super().run(problem)
+
+
+class SegfaultAlwaysKnownOnTfBasic(SegfaultAlways):
+    """Declares its crash on the case ``tf_basic`` as a known upstream issue."""
+
+    known_issues = {"tf_basic/*": "segfaults on the TensorFlow testBasic tables"}
+
+
+class RaisesOnRequest(NumpyBackend):
+    """Raises in the worker: UnsupportedProblem for float16, ValueError for blank 1,
+    ZeroDivisionError (no counterpart in ctcbench) for blank 2."""
+
+    isolated = True
+
+    def run(self, problem):
+        from ctcbench.registry import UnsupportedProblem
+        if problem.dtype == "float16":
+            raise UnsupportedProblem("raises-on-request computes in float32/float64, not float16")
+        if problem.blank == 1:
+            raise ValueError("blank: expected 0, got 1")
+        if problem.blank == 2:
+            return 1 / 0
+        return super().run(problem)

@@ -40,11 +40,13 @@ class MergesRepeats:
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
-    """One run of the real CLI over every case, dtype and registered backend."""
+    """One run of the real CLI over every case and dtype for the numpy and torch backends
+    (the third-party ones take minutes: CI runs them in its own `ctcbench compare` step)."""
     import torch
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("full")
-    result = CliRunner().invoke(cli, ["compare", "--format", "json", "--out", str(out)])
+    backends = [a for b in ("numpy", "torch", "torch-cuda", "torch-cudnn") for a in ("--backend", b)]
+    result = CliRunner().invoke(cli, ["compare", "--format", "json", "--out", str(out), *backends])
     return result, out
 
 
