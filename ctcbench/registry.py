@@ -11,6 +11,11 @@ Constructing a backend must be cheap and must raise :class:`BackendUnavailable` 
 cannot run here (package missing, no GPU). Third parties register a class or zero-argument
 factory under the entry-point group ``ctcbench.backends``; the entry point's name is the
 backend's name. Nothing is imported until a backend is asked for.
+
+A backend with ``isolated = True`` (the third-party frameworks) runs in a worker process,
+see ``ctcbench.worker``; a crash or hang there raises :class:`BackendCrashed` or
+:class:`BackendTimeout` for that problem only. ``known_issues`` (``{"case/dtype" glob: why}``)
+lists upstream bugs that ``compare`` records as ``known`` rather than failing.
 """
 from __future__ import annotations
 
