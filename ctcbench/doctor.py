@@ -36,10 +36,13 @@ CODES = ("layout", "non-finite", "length-mismatch", "not-normalized", "probabili
 NORM_TOL = {"float16": 2e-2, "bfloat16": 2e-2}  # |logsumexp(frame)| allowed; else 1e-3
 SAME_FRAME_TOL = 1e-3  # max |delta log p| between consecutive frames counted as "the same"
 SAME_FRAME_SHARE = 0.75  # share of identical consecutive frames that makes a sample invariant
+TIME_VARIANCE_SHARE = 0.1  # time-invariant when time explains less than this of frame variance
+LOG_FLOOR = np.log(1e-12)  # log-probs are clipped here for variances (log(0) = -inf)
 COLLAPSE_EMIT_SHARE = 0.2  # greedy output holds at most this share of the target labels
 COLLAPSE_BLANK_PROB = 0.5  # and the mean blank probability on valid frames is at least this
 DOMINANT_SHARE = 0.5  # blank-index: another class is argmax on at least half the frames
 USER_BLANK_SHARE = 0.05  # ... while the loss's blank is argmax on at most this share
+MIN_FRAMES = 16  # blank-index: valid frames needed before argmax shares mean anything
 REDUCTION_RATIO = 10.0 # reduction note when max/min target length (clamped to 1) reaches this
 MAX_LISTED = 10  # samples listed in evidence
 
@@ -506,11 +509,14 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
     valid = inp.frame_mask
     if C < 2 or not valid.any():
         return None
+    if valid.sum() < MIN_FRAMES:
+        return None
     argmax = lp.argmax(-1)[valid]  # (F,)
     share = np.bincount(argmax, minlength=C) / len(argmax)
-    model_blank = int(share.argmax())
-    if model_blank == inp.blank or share[model_blank] < DOMINANT_SHARE \
-            or share[inp.blank] > USER_BLANK_SHARE:
+    # The two conventions in use: blank 0 (torch, warp-ctc) and blank C-1 (Keras, TF v1).
+    candidates = [b for b in (0, C - 1) if b != inp.blank]
+    model_blank = max(candidates, key=lambda b: share[b])
+    if share[model_blank] < DOMINANT_SHARE or share[inp.blank] > USER_BLANK_SHARE:
         return None
     evidence = {"loss_blank": inp.blank, "model_blank": model_blank,
                 "argmax_share_model_blank": _r(share[model_blank], 3),
@@ -568,35 +574,47 @@ def _check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
 
 
 def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None) -> Finding | None:
+    """Frames that do not change along time. With several samples: time explains almost none
+    of the variance of the frames in the middle half of each sample (each sample has its own
+    constant frame, perhaps after a short settling, as an RNN fed one repeated vector gives). Otherwise: consecutive frames
+    identical on most steps with one argmax class throughout."""
     T, N, C, L = inp.shape
     lengths = inp.lengths
-    eligible = np.flatnonzero(lengths >= 4)
-    if C < 2 or not len(eligible):
+    eligible = lengths >= 4
+    if C < 2 or not eligible.any():
         return None
-    step = np.abs(np.diff(lp, axis=0)).max(axis=-1)  # (T-1, N)
-    best = lp.argmax(-1)  # (T, N)
-    invariant, shares = [], []
-    for n in eligible:
-        same = step[: lengths[n] - 1, n] < SAME_FRAME_TOL
-        shares.append(float(same.mean()))
-        one_class = len(np.unique(best[: lengths[n], n])) == 1
-        if same.mean() >= SAME_FRAME_SHARE and one_class:
-            invariant.append(int(n))
-    if 2 * len(invariant) < len(eligible):
-        return None
-    last = lp[lengths[invariant] - 1, invariant]  # (k, C): one settled frame per invariant sample
-    spread = float(np.abs(last - last.mean(axis=0)).max()) if len(invariant) > 1 else 0.0
-    if collapse is not None and spread < SAME_FRAME_TOL:
-        return None  # one constant blank frame for every input: the blank plateau says it all
+    t = np.arange(T)[:, None]
+    # The middle half of each sample's frames: an RNN fed a constant vector settles from the
+    # start (and, if bidirectional, from the end); content varies there all the same.
+    middle = (t >= lengths[None, :] // 4) & (t < lengths[None, :] - lengths[None, :] // 4)
+    mask = inp.frame_mask & middle & eligible[None, :]  # (T, N)
+    x = np.where(mask[..., None], np.maximum(lp, LOG_FLOOR), 0.0)  # (T, N, C); log(0) clipped
+    frames = int(mask.sum())
+    sample_mean = x.sum(0) / np.maximum(mask.sum(0), 1)[:, None]  # (N, C)
+    within = float((((x - sample_mean[None]) ** 2).sum(-1) * mask).sum() / frames)
+    overall = float((((x - x.sum((0, 1)) / frames) ** 2).sum(-1) * mask).sum() / frames)
+    evidence = {"checked_samples": int(eligible.sum())}
+    if eligible.sum() >= 2 and overall > SAME_FRAME_TOL ** 2:
+        share = within / overall
+        evidence.update(time_variance_share=_r(share), frame_variance=_r(overall))
+        if share >= TIME_VARIANCE_SHARE:
+            return None
+    else:
+        step = np.abs(np.diff(lp, axis=0)).max(axis=-1)  # (T-1, N)
+        best = lp.argmax(-1)  # (T, N)
+        for n in np.flatnonzero(eligible):
+            same = step[: lengths[n] - 1, n] < SAME_FRAME_TOL
+            if same.mean() < SAME_FRAME_SHARE or len(np.unique(best[: lengths[n], n])) > 1:
+                return None
+        evidence["identical_frames"] = True
+        if collapse is not None:
+            return None  # one constant blank frame for every input: the blank plateau says it all
+    evidence["best_mean_loss"] = _r(_invariant_loss(inp, lp))
     finding = Finding(
         "time-invariant", "error",
-        f"{len(invariant)} of {len(eligible)} samples show the same frame at (nearly) every time "
-        "step: the model's output does not change along time, so it cannot place labels; as "
-        "when one feature vector is repeated for every step.",
-        {"invariant_samples": len(invariant), "checked_samples": int(len(eligible)),
-         "identical_step_share_mean": _r(np.mean(shares), 3),
-         "spread_across_samples": _r(spread),
-         "best_mean_loss": _r(_invariant_loss(inp, lp))},
+        "the frames (nearly) do not change along time: each sample shows the same distribution "
+        "at every step, so the model cannot place labels, as when one feature vector is "
+        "repeated for every time step.", evidence,
         "feed the recurrent/attention layers a sequence along the image width (e.g. conv "
         "features permuted to (W, N, C*H), or unfold windows), not one pooled vector copied T "
         "times.")
