@@ -48,6 +48,9 @@ def load_inputs(path) -> dict:
 
 
 def _load_npz(path: Path) -> dict:
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path.name}: expected a NumPy .npz archive (np.savez), got a file that "
+                         "is not a zip archive")
     try:
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
