@@ -39,7 +39,7 @@ SAME_FRAME_SHARE = 0.75  # share of identical consecutive frames that makes a sa
 TIME_VARIANCE_SHARE = 0.1  # time-invariant when time explains less than this of frame variance
 LOG_FLOOR = np.log(1e-12)  # log-probs are clipped here for variances (log(0) = -inf)
 COLLAPSE_EMIT_SHARE = 0.2  # greedy output holds at most this share of the target labels
-COLLAPSE_BLANK_PROB = 0.5  # and the mean blank probability on valid frames is at least this
+COLLAPSE_MARGIN = np.log(2)  # and blank is on average at least 2x as likely as the best label
 DOMINANT_SHARE = 0.5  # blank-index: another class is argmax on at least half the frames
 USER_BLANK_SHARE = 0.05  # ... while the loss's blank is argmax on at most this share
 MIN_FRAMES = 16  # blank-index: valid frames needed before argmax shares mean anything
@@ -557,7 +557,10 @@ def _check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
     argmax_blank = (lp.argmax(-1) == inp.blank)[valid].mean()
     healthy_blank = 1 - targets.sum() / inp.lengths[judged].sum()
     empty = float((emitted == 0).mean())
-    if emitted.sum() > COLLAPSE_EMIT_SHARE * targets.sum() or blank_prob < COLLAPSE_BLANK_PROB:
+    floored = np.maximum(lp, LOG_FLOOR)  # log(0) = -inf would make -inf - -inf = nan
+    others = np.delete(floored, inp.blank, axis=-1).max(-1) if lp.shape[-1] > 1 else floored[..., 0]
+    margin = float((floored[..., inp.blank] - others)[valid].mean())  # log-odds blank vs best label
+    if emitted.sum() > COLLAPSE_EMIT_SHARE * targets.sum() or margin < COLLAPSE_MARGIN:
         return None
     return Finding(
         "blank-collapse", "warning",
@@ -567,7 +570,8 @@ def _check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
         f"{argmax_blank:.0%} of frames where a perfect model would on about {healthy_blank:.0%}.",
         {"emitted_labels": int(emitted.sum()), "target_labels": int(targets.sum()),
          "empty_output_share": _r(empty, 3), "argmax_blank_share": _r(argmax_blank, 3),
-         "mean_blank_prob": _r(blank_prob, 3), "perfect_blank_share": _r(healthy_blank, 3)},
+         "mean_blank_prob": _r(blank_prob, 3), "mean_blank_log_odds": _r(margin, 3),
+         "perfect_blank_share": _r(healthy_blank, 3)},
         "CTC learns blanks first; usually it needs more steps, a learning rate that is not too "
         "high or too low (try 1e-4..1e-3 with Adam, or RMSprop), less momentum if the loss "
         "oscillates, gradient clipping, and short samples first (curriculum).")

@@ -333,3 +333,20 @@ def test_malformed_inputs_raise_expected_x_got_y(kwargs, message):
     with pytest.raises(ValueError) as err:
         diagnose(**base)
     assert message in str(err.value)
+
+
+def test_plateau_over_a_large_vocabulary_is_blank_collapse(rng):
+    """C = 1000: blank at p ~ 0.3 is still the plateau when it wins every frame by far."""
+    p = _problem(rng, T=40, N=4, C=1000, L=5)
+    logits = rng.normal(size=(40, 4, 1000)) * 0.1
+    logits[..., 0] += 6
+    report = _diagnose(p, log_softmax(logits))
+    assert _problems(report) == {"blank-collapse"}
+    assert report.findings[0].evidence["mean_blank_prob"] < 0.5
+
+
+def test_constant_uniform_output_is_time_invariant_not_blank_collapse(rng):
+    """All-zero logits (a dead output layer): argmax ties are not a blank plateau."""
+    p = _problem(rng)
+    report = _diagnose(p, np.zeros((60, 8, 12)), kind="logits")
+    assert _problems(report) == {"time-invariant"}
