@@ -56,6 +56,9 @@ class Explanation:
         lines.append("")
         for sc in self.scenarios:
             lines.append(f"  {sc.name}: {sc.description}")
+        inverting = [sc.name for sc in self.scenarios if sc.inverted]
+        lines.append("")
+        lines.append("the ordering is inverted by: " + (", ".join(inverting) or "none of these"))
         return "\n".join(lines)
 
     def __str__(self) -> str:
