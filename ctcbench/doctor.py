@@ -40,7 +40,7 @@ TIME_VARIANCE_SHARE = 0.1  # time-invariant when time explains less than this of
 LOG_FLOOR = np.log(1e-12)  # log-probs are clipped here for variances (log(0) = -inf)
 COLLAPSE_EMIT_SHARE = 0.2  # greedy output holds at most this share of the target labels
 COLLAPSE_MARGIN = np.log(2)  # and blank is on average at least 2x as likely as the best label
-DOMINANT_SHARE = 0.5  # blank-index: another class is argmax on at least half the frames
+DOMINANT_SHARE = 0.3  # blank-index: the other convention's blank is argmax on this share of frames
 USER_BLANK_SHARE = 0.05  # ... while the loss's blank is argmax on at most this share
 MIN_FRAMES = 16  # blank-index: valid frames needed before argmax shares mean anything
 REDUCTION_RATIO = 10.0 # reduction note when max/min target length (clamped to 1) reaches this
@@ -297,9 +297,9 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
     T, N, C, _ = inp.shape
     valid = inp.frame_mask  # (T, N)
     x = inp.x
-    bad_frame = valid & ~(np.isfinite(x) | (x == -np.inf)).all(axis=-1)  # NaN or +inf
-    if inp.kind == "logits":  # a -inf logit is a legal "never"; a row of them is not
-        bad_frame |= valid & (x == -np.inf).all(axis=-1)
+    # NaN or +inf anywhere, or -inf everywhere (a -inf is a legal "never"; a row of them is not)
+    bad_frame = valid & (~(np.isfinite(x) | (x == -np.inf)).all(axis=-1)
+                         | (x == -np.inf).all(axis=-1))
     ok = valid & ~bad_frame
     rows = x[ok]  # (F, C)
     tol = NORM_TOL.get(inp.dtype, 1e-3)
@@ -344,7 +344,8 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
         samples = sorted(set(np.argwhere(bad_frame)[:, 1].tolist()))
         findings.append(Finding(
             "non-finite", "error",
-            f"{int(bad_frame.sum())} valid frame(s) in {len(samples)} sample(s) hold NaN or +inf "
+            f"{int(bad_frame.sum())} valid frame(s) in {len(samples)} sample(s) hold NaN, +inf or "
+            "only -inf "
             f"(first at t={t}, n={n}); the loss and its gradient will be NaN.",
             {"frames": int(bad_frame.sum()), "samples": samples},
             "find where the model produces them (overflowing activations, log(0) on "
@@ -613,7 +614,9 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
         evidence["identical_frames"] = True
         if collapse is not None:
             return None  # one constant blank frame for every input: the blank plateau says it all
-    evidence["best_mean_loss"] = _r(_invariant_loss(inp, lp))
+        if np.abs(lp[mask] + np.log(C)).max() < SAME_FRAME_TOL:
+            return None  # exactly uniform everywhere: no information, not a time bug
+    evidence["mean_loss_of_these_frames"] = _r(_invariant_loss(inp, lp))
     finding = Finding(
         "time-invariant", "error",
         "the frames (nearly) do not change along time: each sample shows the same distribution "

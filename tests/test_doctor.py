@@ -345,8 +345,9 @@ def test_plateau_over_a_large_vocabulary_is_blank_collapse(rng):
     assert report.findings[0].evidence["mean_blank_prob"] < 0.5
 
 
-def test_constant_uniform_output_is_time_invariant_not_blank_collapse(rng):
-    """All-zero logits (a dead output layer): argmax ties are not a blank plateau."""
+def test_constant_uniform_output_is_neither_time_invariant_nor_blank_collapse(rng):
+    """Exactly uniform frames (the closed-form baseline, or all-zero logits) carry no
+    information: no time-invariance, and argmax ties are not a blank plateau."""
     p = _problem(rng)
-    report = _diagnose(p, np.zeros((60, 8, 12)), kind="logits")
-    assert _problems(report) == {"time-invariant"}
+    assert _problems(_diagnose(p, np.zeros((60, 8, 12)), kind="logits")) == set()
+    assert _problems(_diagnose(p, np.full((60, 8, 12), -np.log(12)))) == set()
