@@ -35,7 +35,6 @@ CODES = ("layout", "non-finite", "length-mismatch", "not-normalized", "probabili
 # Thresholds, each chosen so that well-formed inputs of any shape stay clean.
 NORM_TOL = {"float16": 2e-2, "bfloat16": 2e-2}  # |logsumexp(frame)| allowed; else 1e-3
 SAME_FRAME_TOL = 1e-3  # max |delta log p| between consecutive frames counted as "the same"
-SAME_FRAME_SHARE = 0.75  # share of identical consecutive frames that makes a sample invariant
 TIME_VARIANCE_SHARE = 0.1  # time-invariant when time explains less than this of frame variance
 LOG_FLOOR = np.log(1e-12)  # log-probs are clipped here for variances (log(0) = -inf)
 COLLAPSE_EMIT_SHARE = 0.2  # greedy output holds at most this share of the target labels
@@ -581,8 +580,9 @@ def _check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
 def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None) -> Finding | None:
     """Frames that do not change along time. With several samples: time explains almost none
     of the variance of the frames in the middle half of each sample (each sample has its own
-    constant frame, perhaps after a short settling, as an RNN fed one repeated vector gives). Otherwise: consecutive frames
-    identical on most steps with one argmax class throughout."""
+    constant frame, perhaps after a short settling, as an RNN fed one repeated vector gives).
+    Otherwise, per sample: the frames' spread along time is under 1% of how far their mean
+    frame is from uniform, with one argmax class throughout."""
     T, N, C, L = inp.shape
     lengths = inp.lengths
     eligible = lengths >= 4
@@ -604,18 +604,18 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
         evidence.update(time_variance_share=_r(share), frame_variance=_r(overall))
         if share >= TIME_VARIANCE_SHARE:
             return None
-    else:
-        step = np.abs(np.diff(lp, axis=0)).max(axis=-1)  # (T-1, N)
-        best = lp.argmax(-1)  # (T, N)
+    else:  # one sample, or every frame alike: compare each sample's change along time with
+        # how far its mean frame is from uniform (zero for uniform frames: nothing to judge)
         for n in np.flatnonzero(eligible):
-            same = step[: lengths[n] - 1, n] < SAME_FRAME_TOL
-            if same.mean() < SAME_FRAME_SHARE or len(np.unique(best[: lengths[n], n])) > 1:
+            own = x[mask[:, n], n]  # (t, C)
+            mean = own.mean(0)
+            change = ((own - mean) ** 2).sum(-1).mean()
+            shape = ((mean - mean.mean()) ** 2).sum()
+            if not change < TIME_VARIANCE_SHARE ** 2 * shape or len(set(own.argmax(-1))) > 1:
                 return None
-        evidence["identical_frames"] = True
+        evidence["frames_alike"] = True
         if collapse is not None:
             return None  # one constant blank frame for every input: the blank plateau says it all
-        if np.abs(lp[mask] + np.log(C)).max() < SAME_FRAME_TOL:
-            return None  # exactly uniform everywhere: no information, not a time bug
     evidence["mean_loss_of_these_frames"] = _r(_invariant_loss(inp, lp))
     finding = Finding(
         "time-invariant", "error",
