@@ -68,8 +68,11 @@ def backends(fmt):
               help="Layout the loss expects the values in (torch's ctc_loss: TNC).")
 @click.option("--reduction", type=click.Choice(["mean", "sum", "none"]), default="mean",
               show_default=True, help="Reduction the loss uses.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write a PNG of the first samples' frames (probabilities, blank, "
+                   "greedy emissions).")
 @library_errors
-def doctor(file, fmt, strict, explain, blank, layout, reduction):
+def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
     """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
     from ctcbench.doctor import diagnose
     from ctcbench.doctor_explain import explain_perfect_vs_blank
@@ -83,6 +86,9 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction):
     else:
         result = diagnose(**inputs, layout=layout, reduction=reduction)
     click.echo(to_json(result.to_dict(), indent=2) if fmt == "json" else result.format_table())
+    if plot_path:
+        from ctcbench.doctor_plot import plot_frames
+        click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)
     if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
         raise SystemExit(1)
 

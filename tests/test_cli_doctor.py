@@ -98,3 +98,11 @@ def test_bad_files_give_one_error_line_not_a_traceback(tmp_path, setup, message)
     assert result.exit_code == 1
     assert message in result.output and "Traceback" not in result.output
     assert result.output.startswith("Error: ")
+
+
+def test_plot_option_writes_a_png(tmp_path, batch):
+    """--plot writes a PNG of the frames next to the report."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    result = _run(tmp_path / "ok.npz", "--plot", tmp_path / "frames.png")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "frames.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
