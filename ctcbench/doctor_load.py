@@ -40,7 +40,7 @@ def load_inputs(path) -> dict:
     out = {k: data[k] for k in (*given, *REQUIRED_KEYS)}
     if "blank" in data:
         blank = np.asarray(data["blank"].tolist() if hasattr(data["blank"], "tolist") else data["blank"])
-        if blank.size != 1 or blank.dtype.kind not in "iu":
+        if blank.size != 1 or blank.dtype.kind not in "iuf" or blank.reshape(()) % 1 != 0:
             raise ValueError(f"{path.name}: blank: expected one integer, got "
                              f"{blank.dtype} of shape {blank.shape}")
         out["blank"] = int(blank.reshape(()))

@@ -75,7 +75,7 @@ def test_missing_and_ambiguous_keys_are_listed(tmp_path):
     np.savez(tmp_path / "b.npz", **a, logits=a["log_probs"])
     with pytest.raises(ValueError, match="exactly one of log_probs/logits/probs"):
         load_inputs(tmp_path / "b.npz")
-    np.savez(tmp_path / "c.npz", **a, blank=np.array([0.5]))
+    np.savez(tmp_path / "c.npz", **a, blank=np.array([0.5]))  # 1.0 would pass
     with pytest.raises(ValueError, match="blank: expected one integer"):
         load_inputs(tmp_path / "c.npz")
     with pytest.raises(FileNotFoundError, match="FILE: expected an existing"):

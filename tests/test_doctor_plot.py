@@ -1,7 +1,6 @@
 """ctcbench.doctor_plot.plot_frames: a PNG for any batch, batch-major included."""
 from __future__ import annotations
 
-import numpy as np
 
 from ctcbench.doctor_plot import plot_frames
 
