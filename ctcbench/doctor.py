@@ -432,14 +432,6 @@ def _check_lengths(inp: Inputs) -> list[Finding]:
              "ratio_to_T": _r(factor, 3), "samples": too_long.tolist()},
             "compute input_lengths on the model's time axis (after pooling/stride: e.g. "
             "width // downsampling, or the conv arithmetic), and never above T."))
-    elif N >= 8 and 2 * inp.input_lengths.max() <= T:
-        findings.append(Finding(
-            "length-mismatch", "warning",
-            f"every input length is at most {int(inp.input_lengths.max())} while the output has "
-            f"T = {T} frames: the loss ignores at least half of the time axis.",
-            {"T": T, "max_input_length": int(inp.input_lengths.max()),
-             "ratio_to_T": _r(inp.input_lengths.max() / T, 3)},
-            "check that the downsampling factor was applied once (lengths // factor), not twice."))
     too_wide = np.flatnonzero(inp.target_lengths > L)
     if len(too_wide):
         findings.append(Finding(
