@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from tqdm import tqdm
 
-from ctcbench.doctor import Inputs, _log_softmax, _losses, _usable, diagnose, prepare
+from ctcbench.doctor import (MAX_LOSS_SAMPLES, Inputs, _log_softmax, _losses, _usable, diagnose,
+                             prepare)
 
 
 @dataclass
@@ -104,13 +106,15 @@ def _confident(paths: np.ndarray, C: int, confidence: float) -> np.ndarray:
 
 def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
                              target_lengths, blank: int = 0, layout: str = "TNC",
-                             confidence: float = 0.99) -> Explanation:
+                             confidence: float = 0.99, samples: int = 8) -> Explanation:
     """Score all-blank and perfect predictions for the user's shapes under each convention.
 
     The values in ``log_probs``/``logits``/``probs`` are only used to find the user's own
     mistake (via :func:`ctcbench.doctor.diagnose`); the predictions are built from the
-    shapes, targets and lengths.
+    shapes, targets and lengths of the first ``samples`` usable samples.
     """
+    if not (isinstance(samples, int) and samples >= 1):
+        raise ValueError(f"samples: expected a positive int, got {samples!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: expected a probability in (0, 1), got {confidence}")
     kwargs = dict(logits=logits, probs=probs, targets=targets, input_lengths=input_lengths,
@@ -124,6 +128,7 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
     other = by_code["blank-index"].evidence["model_blank"] if "blank-index" in by_code \
         else (C - 1 if inp.blank == 0 else 0)
     used = _usable(inp) & (inp.target_lengths > 0)
+    used &= np.cumsum(used) <= min(samples, MAX_LOSS_SAMPLES)  # the samples scored
     if not used.any():
         raise ValueError("targets: expected at least one non-empty target that fits its input "
                          "length with valid labels, got none")
@@ -150,7 +155,8 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
     ]
     scenarios = []
     sub = _subset(inp, used)
-    for name, desc, transform, _ in candidates:
+    for name, desc, transform, _ in tqdm(candidates, desc="scoring", unit="scenario",
+                                         leave=False, disable=None):
         lb = _mean_loss(transform(all_blank), sub, b)
         lp = _mean_loss(transform(perfect), sub, b)
         scenarios.append(Scenario(name, desc, lb, lp, not lp < lb,

@@ -287,6 +287,7 @@ def test_mean_reduction_over_very_different_target_lengths_is_noted(rng):
     lp = trained_log_probs(rng, p)
     report = diagnose(lp, **kw)
     assert report.codes == ["reduction"] and report.findings[0].severity == "info"
+    assert "no problems found (notes below)" in str(report)
     assert report.findings[0].evidence["weight_ratio"] == 30
     assert diagnose(lp, **kw, reduction="sum").codes == []
 
