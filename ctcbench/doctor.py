@@ -36,6 +36,7 @@ CODES = ("layout", "non-finite", "length-mismatch", "not-normalized", "probabili
 NORM_TOL = {"float16": 2e-2, "bfloat16": 2e-2}  # |logsumexp(frame)| allowed; else 1e-3
 SAME_FRAME_TOL = 1e-3  # max |delta log p| between consecutive frames counted as "the same"
 TIME_VARIANCE_SHARE = 0.1  # time-invariant when time explains less than this of frame variance
+STEADY_SHARE = 0.75  # ... and this share of samples with 2+ labels change argmax at most twice
 LOG_FLOOR = np.log(1e-12)  # log-probs are clipped here for variances (log(0) = -inf)
 COLLAPSE_EMIT_SHARE = 0.2  # greedy output holds at most this share of the target labels
 COLLAPSE_MARGIN = np.log(2)  # and blank is on average at least 2x as likely as the best label
@@ -573,8 +574,9 @@ def _check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
 
 def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None) -> Finding | None:
     """Frames that do not change along time. With several samples: time explains almost none
-    of the variance of the frames in the middle half of each sample (each sample has its own
-    constant frame, perhaps after a short settling, as an RNN fed one repeated vector gives).
+    of the variance of the frames in the middle half of each sample, and most samples with
+    two or more labels change their argmax at most twice (each sample has its own constant frame, perhaps after a short
+    settling, as an RNN fed one repeated vector gives).
     Otherwise, per sample: the frames' spread along time is under 1% of how far their mean
     frame is from uniform, with one argmax class throughout."""
     T, N, C, L = inp.shape
@@ -596,7 +598,17 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
     if eligible.sum() >= 2 and overall > SAME_FRAME_TOL ** 2:
         share = within / overall
         evidence.update(time_variance_share=_r(share), frame_variance=_r(overall))
-        if share >= TIME_VARIANCE_SHARE:
+        # A healthy model can also hold a steady per-sample background for long stretches; it
+        # still changes its argmax at least 3 times to emit 2 labels (blank, a, blank, b, ...),
+        # where a settling RNN changes it at most at both ends.
+        best = lp.argmax(-1)  # (T, N)
+        changes = ((best[1:] != best[:-1]) & inp.frame_mask[1:]).sum(axis=0)  # (N,)
+        judged = eligible & (inp.target_lengths >= 2)
+        if share >= TIME_VARIANCE_SHARE or not judged.any():
+            return None
+        steady = float((changes[judged] <= 2).mean())
+        evidence["steady_argmax_share"] = _r(steady, 3)
+        if steady < STEADY_SHARE:
             return None
     else:  # one sample, or every frame alike: compare each sample's change along time with
         # how far its mean frame is from uniform (zero for uniform frames: nothing to judge)

@@ -353,3 +353,13 @@ def test_constant_uniform_output_is_neither_time_invariant_nor_blank_collapse(rn
     p = _problem(rng)
     assert _problems(_diagnose(p, np.zeros((60, 8, 12)), kind="logits")) == set()
     assert _problems(_diagnose(p, np.full((60, 8, 12), -np.log(12)))) == set()
+
+
+@pytest.mark.parametrize("L", [1, 2, 4])
+def test_steady_per_sample_background_with_label_spikes_is_not_time_invariant(rng, L):
+    """T >> L, each sample with its own steady background and only small per-frame noise:
+    time explains little variance, but the label spikes make it a healthy model."""
+    p = random_problem(rng, T=200, N=12, C=20, L=L, full_length=True, garbage=False)
+    logits = rng.normal(size=(1, 12, 20)) * 3 + rng.normal(size=(200, 12, 20)) * 0.05
+    logits[np.arange(200)[:, None], np.arange(12)[None], spike_paths(p)] += 12
+    assert _problems(_diagnose(p, log_softmax(logits))) == set()
