@@ -11,7 +11,7 @@ Shape letters as in :mod:`ctcbench.problem`: ``T`` frames, ``N`` batch, ``C`` cl
 
 Severities: ``error`` a mistake in the inputs (the loss or its gradient is wrong or
 meaningless); ``warning`` the inputs are valid but the model is in a known bad state (the
-blank plateau) or part of the batch is wasted; ``info`` a convention worth knowing.
+blank plateau); ``info`` a convention worth knowing. Only errors make ``Report.ok`` false.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from ctcbench.problem import _to_numpy
 from ctcbench.reduction import REDUCTIONS
 
 SEVERITIES = ("error", "warning", "info")
-KINDS = ("log_probs", "logits", "probs")
 LAYOUTS = ("TNC", "NTC")
 
 # Causal order used to break ties in the ranking: earlier codes invalidate later checks.
@@ -34,7 +33,7 @@ CODES = ("layout", "non-finite", "length-mismatch", "not-normalized", "probabili
 
 # Thresholds, each chosen so that well-formed inputs of any shape stay clean.
 NORM_TOL = {"float16": 2e-2, "bfloat16": 2e-2}  # |logsumexp(frame)| allowed; else 1e-3
-SAME_FRAME_TOL = 1e-3  # max |delta log p| between consecutive frames counted as "the same"
+SAME_FRAME_TOL = 1e-3  # frames whose log-probs spread less than this (rms) count as all alike
 TIME_VARIANCE_SHARE = 0.1  # time-invariant when time explains less than this of frame variance
 STEADY_SHARE = 0.75  # ... and this share of samples with 2+ labels change argmax at most twice
 LOG_FLOOR = np.log(1e-12)  # log-probs are clipped here for variances (log(0) = -inf)
@@ -43,7 +42,7 @@ COLLAPSE_MARGIN = np.log(2)  # and blank is on average at least 2x as likely as 
 DOMINANT_SHARE = 0.3  # blank-index: the other convention's blank is argmax on this share of frames
 USER_BLANK_SHARE = 0.05  # ... while the loss's blank is argmax on at most this share
 MIN_FRAMES = 16  # blank-index: valid frames needed before argmax shares mean anything
-REDUCTION_RATIO = 10.0 # reduction note when max/min target length (clamped to 1) reaches this
+REDUCTION_RATIO = 10.0  # reduction note when max/min target length (clamped to 1) reaches this
 MAX_LISTED = 10  # samples listed in evidence
 MAX_LOSS_SAMPLES = 64  # losses for evidence are computed on at most this many samples
 
@@ -204,10 +203,12 @@ def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, 
     _expect(x.ndim == 3, kind, "a 3-D array (T, N, C) or (N, T, C)", f"shape {x.shape}")
     _expect(x.dtype.kind == "f", kind, "a float array", f"dtype {dtype}")
     _expect(layout in LAYOUTS, "layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
-    _expect(reduction in REDUCTIONS, "reduction", f"one of {', '.join(REDUCTIONS)}", repr(reduction))
+    _expect(reduction in REDUCTIONS, "reduction", f"one of {', '.join(REDUCTIONS)}",
+            repr(reduction))
     input_lengths = _int_array(input_lengths, "input_lengths")
     target_lengths = _int_array(target_lengths, "target_lengths")
-    _expect(input_lengths.ndim == 1, "input_lengths", "a 1-D array (N,)", f"shape {input_lengths.shape}")
+    _expect(input_lengths.ndim == 1, "input_lengths", "a 1-D array (N,)",
+            f"shape {input_lengths.shape}")
     _expect(target_lengths.shape == input_lengths.shape, "target_lengths",
             f"shape {input_lengths.shape} like input_lengths", f"shape {target_lengths.shape}")
     _expect(bool((input_lengths >= 0).all()), "input_lengths", "non-negative values",
@@ -313,7 +314,8 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
         else:
             lp = _log_softmax(x)
             lse = _logsumexp(rows)
-            what = ("log-probabilities" if bool((np.abs(lse) < tol).all()) else "raw scores (logits)")
+            looks_log = bool((np.abs(lse) < tol).all())
+            what = "log-probabilities" if looks_log else "raw scores (logits)"
             findings.append(Finding(
                 "not-normalized", "error",
                 f"probs is not a probability distribution per frame: rows sum to "
@@ -364,7 +366,8 @@ def _probs_finding(inp: Inputs, rows, *, as_logits: bool) -> Finding:
             "logits are already probabilities (every frame in [0, 1], summing to 1): softmax "
             "would be applied twice, which squashes every frame towards uniform and stalls "
             "training.", evidence,
-            "drop the model's final softmax (output raw scores), or pass log() of them as log_probs.")
+            "drop the model's final softmax (output raw scores), or pass log() of them as "
+            "log_probs.")
     return Finding(
         "probabilities-not-log", "error",
         "log_probs holds probabilities (every frame in [0, 1], summing to 1): softmax output was "
@@ -573,12 +576,13 @@ def _check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
 
 
 def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None) -> Finding | None:
-    """Frames that do not change along time. With several samples: time explains almost none
-    of the variance of the frames in the middle half of each sample, and most samples with
-    two or more labels change their argmax at most twice (each sample has its own constant frame, perhaps after a short
-    settling, as an RNN fed one repeated vector gives).
-    Otherwise, per sample: the frames' spread along time is under 1% of how far their mean
-    frame is from uniform, with one argmax class throughout."""
+    """Frames that do not change along time.
+
+    With several samples: time explains almost none of the variance of the frames in the
+    middle half of each sample, and most samples with two or more labels change their argmax
+    at most twice (each sample has its own constant frame, perhaps after a short settling, as
+    an RNN fed one repeated vector gives). Otherwise, per sample: the frames' spread along
+    time is under 1% of how far their mean frame is from uniform, with one argmax class."""
     T, N, C, L = inp.shape
     lengths = inp.lengths
     eligible = lengths >= 4
@@ -647,12 +651,13 @@ def _check_reduction(inp: Inputs) -> Finding | None:
         return None
     clamped = np.maximum(inp.target_lengths, 1)
     ratio = clamped.max() / clamped.min()
+    empty = ", empty targets count as 1" if inp.target_lengths.min() == 0 else ""
     if ratio < REDUCTION_RATIO:
         return None
     return Finding(
         "reduction", "info",
         f"reduction='mean' divides each loss by its own target length ({int(clamped.min())}.."
-        f"{int(clamped.max())}{', empty targets count as 1' if inp.target_lengths.min() == 0 else ''}), so per label a short sample weighs "
+        f"{int(clamped.max())}{empty}), so per label a short sample weighs "
         f"{ratio:.3g}x more than a long one and the printed loss is not comparable to a "
         "per-sample mean.",
         {"min_target_length": int(inp.target_lengths.min()),
@@ -696,6 +701,7 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
     T, N, C, L = inp.shape
     summary = {"T": T, "N": N, "C": C, "L": L, "kind": inp.kind, "dtype": inp.dtype,
                "blank": inp.blank,
-               "layout": inp.layout if not inp.transposed else f"{_other(inp.layout)} (not {inp.layout})",
+               "layout": f"{_other(inp.layout)} (not {inp.layout})" if inp.transposed
+               else inp.layout,
                "reduction": inp.reduction}
     return Report(findings, summary)

@@ -149,7 +149,8 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
         ("probs as log_probs", "softmax output passed as log_probs (no log)",
          lambda p: p, b),
         ("raw scores as log_probs", f"raw scores (margin {margin:.3g} on the chosen class) "
-         "passed as log_probs without log_softmax", lambda p: np.log(p) - np.log(p).mean(-1, keepdims=True), b),
+         "passed as log_probs without log_softmax",
+         lambda p: np.log(p) - np.log(p).mean(-1, keepdims=True), b),
         ("double softmax", "softmax output passed as logits (log_softmax applied on top)",
          _log_softmax, b),
     ]

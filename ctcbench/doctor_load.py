@@ -39,7 +39,8 @@ def load_inputs(path) -> dict:
                          f"found: {', '.join(sorted(data)) or 'nothing'}")
     out = {k: data[k] for k in (*given, *REQUIRED_KEYS)}
     if "blank" in data:
-        blank = np.asarray(data["blank"].tolist() if hasattr(data["blank"], "tolist") else data["blank"])
+        blank = data["blank"]
+        blank = np.asarray(blank.tolist() if hasattr(blank, "tolist") else blank)
         if blank.size != 1 or blank.dtype.kind not in "iuf" or blank.reshape(()) % 1 != 0:
             raise ValueError(f"{path.name}: blank: expected one integer, got "
                              f"{blank.dtype} of shape {blank.shape}")

@@ -35,7 +35,8 @@ def plot_frames(path, log_probs=None, *, logits=None, probs=None, targets, input
         twin.set_ylim(0, 1.05)
         twin.set_ylabel("p(blank)", color="tab:blue")
         best = probs_n.argmax(0)
-        emit = [t for t in range(length) if best[t] != inp.blank and (t == 0 or best[t] != best[t - 1])]
+        emit = [t for t in range(length)
+                if best[t] != inp.blank and (t == 0 or best[t] != best[t - 1])]
         ax.scatter(emit, best[emit], marker="v", color="tab:red", s=18, zorder=3,
                    label="greedy emits")
         y = inp.targets[n, : min(inp.target_lengths[n], L)].tolist()

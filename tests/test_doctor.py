@@ -32,7 +32,7 @@ def _problems(p: CTCProblem) -> set[str]:
     return {f.code for f in p.findings if f.severity != "info"}
 
 
-# -- no false positives ------------------------------------------------------------------------
+# -- no false positives ---------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", range(12))
 def test_well_formed_inputs_come_back_clean(seed):
     """Random, untrained-like, near-uniform and trained-like (peaked) well-formed inputs of many
@@ -81,7 +81,7 @@ def test_torch_tensors_with_grad_are_accepted(rng):
     assert report.ok and report.summary["dtype"] == "float32"
 
 
-# -- normalisation -----------------------------------------------------------------------------
+# -- normalisation --------------------------------------------------------------------------------
 def test_raw_logits_as_log_probs_are_not_normalized_with_closed_form_losses(rng):
     """Constant raw scores c: the loss as given is uniform_loss - T log C - T c (negative for
     c > 0) and after log_softmax exactly uniform_loss; both reported as evidence."""
@@ -141,7 +141,7 @@ def test_nan_in_valid_frames_is_non_finite_but_padding_may_hold_nan(rng):
     assert "non-finite" in report.codes and report.findings[0].evidence["samples"] == [0]
 
 
-# -- layout and lengths --------------------------------------------------------------------------
+# -- layout and lengths ---------------------------------------------------------------------------
 def test_batch_major_passed_as_time_major_is_layout(rng):
     """(N, T, C) where (T, N, C) is expected: layout, and the rest is diagnosed transposed."""
     p = _problem(rng)
@@ -182,7 +182,7 @@ def test_infeasible_targets_name_samples_and_deficit(rng):
     assert "zero_infinity" in finding.fix
 
 
-# -- targets and blank ---------------------------------------------------------------------------
+# -- targets and blank ----------------------------------------------------------------------------
 def test_target_equal_to_blank_is_target_contains_blank(rng):
     """A label equal to the blank index is named with its position."""
     p = _problem(rng, C=12)
@@ -228,7 +228,7 @@ def test_torch_blank_model_scored_with_keras_blank_is_blank_index(rng):
     assert report.findings[0].evidence["model_blank"] == 0
 
 
-# -- model states -----------------------------------------------------------------------------------
+# -- model states ---------------------------------------------------------------------------------
 def test_blank_plateau_is_blank_collapse_with_shares(rng):
     """Blank on every frame (with noise) while targets are not empty: blank-collapse warning
     with the emitted/target label counts."""
@@ -292,7 +292,7 @@ def test_mean_reduction_over_very_different_target_lengths_is_noted(rng):
     assert diagnose(lp, **kw, reduction="sum").codes == []
 
 
-# -- FSDL story and ranking -------------------------------------------------------------------------
+# -- FSDL story and ranking -----------------------------------------------------------------------
 def test_fsdl_softmax_perfect_prediction_is_named(rng):
     """Seed 000: a 'perfect' one-hot softmax prediction fed as log_probs is diagnosed as
     probabilities-not-log (the mistake that makes all-blank score better)."""
@@ -314,7 +314,7 @@ def test_several_mistakes_are_all_found_and_ranked(rng):
     assert report.codes[:3] == ["layout", "not-normalized", "infeasible-target"]
 
 
-# -- input validation ---------------------------------------------------------------------------------
+# -- input validation -----------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs, message", [
     (dict(log_probs=np.zeros((5, 2))), "log_probs: expected a 3-D array"),
     (dict(log_probs=np.zeros((5, 3, 4))), "log_probs: expected a batch axis of size N = 2"),

@@ -47,7 +47,8 @@ def test_tiny_case_matches_brute_force_for_every_scenario():
     expected = {
         "correct": lambda p, y: brute_force(np.log(p), y)[0],
         "probs as log_probs": lambda p, y: _brute_raw(p, y),
-        "raw scores as log_probs": lambda p, y: _brute_raw(np.log(p) - np.log(p).mean(-1, keepdims=True), y),
+        "raw scores as log_probs":
+            lambda p, y: _brute_raw(np.log(p) - np.log(p).mean(-1, keepdims=True), y),
         "double softmax": lambda p, y: brute_force(p, y)[0],
     }
     for name, f in expected.items():
