@@ -41,6 +41,7 @@ COLLAPSE_EMIT_SHARE = 0.2  # greedy output holds at most this share of the targe
 COLLAPSE_MARGIN = np.log(2)  # and blank is on average at least 2x as likely as the best label
 DOMINANT_SHARE = 0.3  # blank-index: the other convention's blank is argmax on this share of frames
 USER_BLANK_SHARE = 0.05  # ... while the loss's blank is argmax on at most this share
+BLANK_CONFIDENCE = 0.3  # ... with at least this mean probability on the frames it wins
 MIN_FRAMES = 16  # blank-index: valid frames needed before argmax shares mean anything
 REDUCTION_RATIO = 10.0  # reduction note when max/min target length (clamped to 1) reaches this
 MAX_LISTED = 10  # samples listed in evidence
@@ -516,9 +517,14 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
     model_blank = max(candidates, key=lambda b: share[b])
     if share[model_blank] < DOMINANT_SHARE or share[inp.blank] > USER_BLANK_SHARE:
         return None
+    # A trained model's blank frames are confident; an untrained one's argmax is a coin toss.
+    confidence = float(np.exp(lp[..., model_blank][valid][argmax == model_blank]).mean())
+    if confidence < BLANK_CONFIDENCE:
+        return None
     evidence = {"loss_blank": inp.blank, "model_blank": model_blank,
                 "argmax_share_model_blank": _r(share[model_blank], 3),
-                "argmax_share_loss_blank": _r(share[inp.blank], 3)}
+                "argmax_share_loss_blank": _r(share[inp.blank], 3),
+                "mean_prob_where_argmax": _r(confidence, 3)}
     both = _usable(inp, blanks=(model_blank,))
     if both.any():
         as_given = _losses(lp, inp, inp.blank, both)

@@ -228,6 +228,15 @@ def test_torch_blank_model_scored_with_keras_blank_is_blank_index(rng):
     assert report.findings[0].evidence["model_blank"] == 0
 
 
+def test_untrained_model_favouring_the_last_class_is_not_blank_index(rng):
+    """At initialisation one class can win every argmax by a hair (p ~ 1/C): that is no
+    evidence of a blank convention, even if the loss is a little lower with it as blank."""
+    p = _problem(rng, C=12)
+    logits = rng.normal(size=(60, 8, 12)) * 0.05
+    logits[..., 11] += 0.3
+    assert _problems(_diagnose(p, logits, kind="logits")) == set()
+
+
 # -- model states ---------------------------------------------------------------------------------
 def test_blank_plateau_is_blank_collapse_with_shares(rng):
     """Blank on every frame (with noise) while targets are not empty: blank-collapse warning
