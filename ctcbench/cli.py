@@ -111,5 +111,44 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
         raise SystemExit(1)
 
 
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@format_option("table", "json")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 on warnings too (default: only on errors; info notes never fail).")
+@click.option("--explain-perfect-vs-blank", "explain", is_flag=True,
+              help="Score all-blank and perfect predictions for FILE's shapes under each "
+                   "convention instead of diagnosing.")
+@click.option("--blank", type=int, default=None,
+              help="Blank index the loss uses  [default: FILE's 'blank', else 0]")
+@click.option("--layout", type=click.Choice(["TNC", "NTC"]), default="TNC", show_default=True,
+              help="Layout the loss expects the values in (torch's ctc_loss: TNC).")
+@click.option("--reduction", type=click.Choice(["mean", "sum", "none"]), default="mean",
+              show_default=True, help="Reduction the loss uses.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write a PNG of the first samples' frames (probabilities, blank, "
+                   "greedy emissions).")
+@library_errors
+def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
+    """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
+    from ctcbench.doctor import diagnose
+    from ctcbench.doctor_explain import explain_perfect_vs_blank
+    from ctcbench.doctor_load import load_inputs
+    from ctcbench.results import to_json
+    inputs = load_inputs(file)
+    if blank is not None:
+        inputs["blank"] = blank
+    if explain:
+        result = explain_perfect_vs_blank(**inputs, layout=layout)
+    else:
+        result = diagnose(**inputs, layout=layout, reduction=reduction)
+    click.echo(to_json(result.to_dict(), indent=2) if fmt == "json" else result.format_table())
+    if plot_path:
+        from ctcbench.doctor_plot import plot_frames
+        click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)
+    if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
+        raise SystemExit(1)
+
+
 def main():
     cli()

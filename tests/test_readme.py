@@ -34,6 +34,21 @@ def test_plugin_example_is_a_correct_backend():
         registry._registered.pop("readme-plugin")
 
 
+def test_plugin_example_passes_the_whole_case_library(tmp_path):
+    """Run through compare over every case in float64, the README plugin is all ok."""
+    from ctcbench.compare import compare
+    namespace = {}
+    exec(python_block_after("A complete plugin"), namespace)
+    ctcbench.register("readme-plugin", namespace["MyCTC"])
+    try:
+        rows = compare(["readme-plugin"], dtypes=["float64"], out=tmp_path, progress=False)
+    finally:
+        registry._registered.pop("readme-plugin")
+    bad = rows[~rows.status.isin(["ok", "unsupported"])]
+    assert bad.empty, bad[["case", "status", "reason"]].to_string()
+    assert (rows.status == "ok").sum() >= 25
+
+
 def test_problem_example_runs():
     """The CTCProblem example in the README runs as written."""
     namespace = {}
