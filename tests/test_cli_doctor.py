@@ -137,3 +137,13 @@ def test_bad_pt_files_give_one_line_naming_file_and_key(tmp_path, save, message)
     assert result.exit_code == 1, result.output
     assert result.output.startswith(f"Error: {message}"), result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_plot_into_a_missing_folder_fails_up_front_naming_the_option(tmp_path, batch):
+    """--plot into a folder that does not exist: one '--plot: expected ...' line before any
+    diagnosis is printed, and no traceback."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    result = _run(tmp_path / "ok.npz", "--plot", tmp_path / "missing" / "frames.png")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: --plot: expected"), result.output
+    assert "does not exist" in result.output and "ctcbench doctor:" not in result.output
