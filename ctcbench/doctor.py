@@ -550,6 +550,26 @@ def _greedy_emissions(lp: np.ndarray, inp: Inputs) -> np.ndarray:
     return ((best != inp.blank) & (best != prev) & inp.frame_mask).sum(axis=0)
 
 
+def _greedy_decode(inp: Inputs, best: np.ndarray) -> list[list[int]]:
+    """Per sample, the labels greedy decoding of ``best`` ``(T, N)`` argmaxes emits."""
+    out = []
+    for n, length in enumerate(inp.lengths):
+        path = best[:length, n]
+        keep = np.r_[True, path[1:] != path[:-1]] & (path != inp.blank)
+        out.append(path[keep].tolist())
+    return out
+
+
+def _edit_distance(a: list, b: list) -> int:
+    """Levenshtein distance between two label sequences."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
 def _check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
     valid = inp.frame_mask
     judged = (inp.target_lengths > 0) & (inp.needed_frames() <= inp.lengths)
@@ -588,7 +608,9 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
     middle half of each sample, and most samples with two or more labels change their argmax
     at most twice (each sample has its own constant frame, perhaps after a short settling, as
     an RNN fed one repeated vector gives). Otherwise, per sample: the frames' spread along
-    time is under 1% of how far their mean frame is from uniform, with one argmax class."""
+    time is under 1% of how far their mean frame is from uniform, with one argmax class, and
+    over all valid frames the argmax changes at most twice and greedy decoding is not within
+    half the target length (edit distance) of the target."""
     T, N, C, L = inp.shape
     lengths = inp.lengths
     eligible = lengths >= 4
@@ -605,14 +627,14 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
     within = float((((x - sample_mean[None]) ** 2).sum(-1) * mask).sum() / frames)
     overall = float((((x - x.sum((0, 1)) / frames) ** 2).sum(-1) * mask).sum() / frames)
     evidence = {"checked_samples": int(eligible.sum())}
+    # A healthy model can also hold a steady background for long stretches; it still changes
+    # its argmax at least 3 times to emit 2 labels (blank, a, blank, b, ...), where a settling
+    # RNN changes it at most at both ends.
+    best = lp.argmax(-1)  # (T, N)
+    changes = ((best[1:] != best[:-1]) & inp.frame_mask[1:]).sum(axis=0)  # (N,)
     if eligible.sum() >= 2 and overall > SAME_FRAME_TOL ** 2:
         share = within / overall
         evidence.update(time_variance_share=_r(share), frame_variance=_r(overall))
-        # A healthy model can also hold a steady per-sample background for long stretches; it
-        # still changes its argmax at least 3 times to emit 2 labels (blank, a, blank, b, ...),
-        # where a settling RNN changes it at most at both ends.
-        best = lp.argmax(-1)  # (T, N)
-        changes = ((best[1:] != best[:-1]) & inp.frame_mask[1:]).sum(axis=0)  # (N,)
         judged = eligible & (inp.target_lengths >= 2)
         if share >= TIME_VARIANCE_SHARE or not judged.any():
             return None
@@ -621,13 +643,19 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
         if steady < STEADY_SHARE:
             return None
     else:  # one sample, or every frame alike: compare each sample's change along time with
-        # how far its mean frame is from uniform (zero for uniform frames: nothing to judge)
+        # how far its mean frame is from uniform (zero for uniform frames: nothing to judge).
+        # The middle half of a confident model is all blank: the argmax over all valid frames
+        # and the greedy output decide too (a sample that decodes to its target moves).
+        decoded = _greedy_decode(inp, best)
         for n in np.flatnonzero(eligible):
             own = x[mask[:, n], n]  # (t, C)
             mean = own.mean(0)
             change = ((own - mean) ** 2).sum(-1).mean()
             shape = ((mean - mean.mean()) ** 2).sum()
             if not change < TIME_VARIANCE_SHARE ** 2 * shape or len(set(own.argmax(-1))) > 1:
+                return None
+            target = inp.targets[n, inp.label_mask[n]].tolist()
+            if changes[n] > 2 or _edit_distance(decoded[n], target) < max(len(target), 1) / 2:
                 return None
         evidence["frames_alike"] = True
         if collapse is not None:

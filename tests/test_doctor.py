@@ -372,3 +372,33 @@ def test_steady_per_sample_background_with_label_spikes_is_not_time_invariant(rn
     logits = rng.normal(size=(1, 12, 20)) * 3 + rng.normal(size=(200, 12, 20)) * 0.05
     logits[np.arange(200)[:, None], np.arange(12)[None], spike_paths(p)] += 12
     assert _problems(_diagnose(p, log_softmax(logits))) == set()
+
+
+def test_single_perfectly_decoded_sample_is_not_time_invariant():
+    """N = 1, a confident model whose greedy path is blank, 3, blank..., 2, blank (its target
+    [3, 2] by construction): the middle frames are all blank, but the sample moves."""
+    C, T = 5, 12
+    p = np.full((T, 1, C), 0.01)
+    p[:, 0, 0] = 0.96
+    p[1, 0, :], p[9, 0, :] = 0.01, 0.01
+    p[1, 0, 3], p[9, 0, 2] = 0.96, 0.96
+    report = diagnose(np.log(p), targets=np.array([[3, 2]]), input_lengths=np.array([T]),
+                      target_lengths=np.array([2]))
+    assert _problems(report) == set(), report
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("frames", [(2, 4, 37), (1,)])
+def test_single_sample_with_label_spikes_and_small_noise_is_not_time_invariant(seed, frames):
+    """N = 1, C = 30, T = 40: one-frame label spikes (at the edges: the middle half is all blank)
+    on confident blanks with logit noise <= 0.05 decode exactly to the target: no finding
+    (one label changes the argmax only twice; its greedy output is what clears it)."""
+    rng = np.random.default_rng(seed)
+    T, C = 40, 30
+    target = rng.choice(np.arange(1, C), size=len(frames), replace=False)
+    logits = rng.uniform(-0.05, 0.05, size=(T, 1, C))
+    logits[:, 0, 0] += 10
+    logits[list(frames), 0, target] += 20
+    report = diagnose(logits=logits, targets=target[None], input_lengths=np.array([T]),
+                      target_lengths=np.array([len(frames)]))
+    assert _problems(report) == set(), report
