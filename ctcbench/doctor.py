@@ -481,7 +481,7 @@ def _check_targets(inp: Inputs, blank_finding: Finding | None) -> list[Finding]:
             f"(in {len(set(w[0] for w in where))} samples); CTC cannot emit a blank as a label.",
             {"blank": inp.blank, "count": len(where), "positions": [list(w) for w in where]},
             fix))
-        if blank_finding is not None and blank_finding.evidence["model_blank"] != inp.blank:
+        if blank_finding is not None and blank_finding.severity == "error":
             blank_finding.explains.append("target-contains-blank")
     return findings
 
@@ -510,8 +510,11 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
         return None
     if valid.sum() < MIN_FRAMES:
         return None
-    argmax = lp.argmax(-1)[valid]  # (F,)
-    share = np.bincount(argmax, minlength=C) / len(argmax)
+    best = lp.argmax(-1)  # (T, N)
+    # A frame whose argmax is one of its sample's target labels is that label, not a blank.
+    is_label = ((best[..., None] == inp.targets[None]) & inp.label_mask[None]).any(-1)  # (T, N)
+    argmax = np.where(is_label, -1, best)[valid]  # (F,); -1: a target label of the sample
+    share = np.bincount(argmax + 1, minlength=C + 1)[1:] / len(argmax)
     # The two conventions in use: blank 0 (torch, warp-ctc) and blank C-1 (Keras, TF v1).
     candidates = [b for b in (0, C - 1) if b != inp.blank]
     model_blank = max(candidates, key=lambda b: share[b])
@@ -526,6 +529,7 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
                 "argmax_share_loss_blank": _r(share[inp.blank], 3),
                 "mean_prob_where_argmax": _r(confidence, 3)}
     both = _usable(inp, blanks=(model_blank,))
+    evidence["samples_scored_under_both"] = int(min(both.sum(), MAX_LOSS_SAMPLES))
     if both.any():
         as_given = _losses(lp, inp, inp.blank, both)
         other = _losses(lp, inp, model_blank, both)
@@ -534,13 +538,22 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
         if not other.mean() < as_given.mean():
             return None
     conv = {0: " (torch/PyTorch default)", C - 1: " (Keras/TF v1 convention)"}
+    shares = (f"class {model_blank} is the argmax on {share[model_blank]:.0%} of frames (not "
+              f"counting frames where it is a target label), class {inp.blank} (the loss's "
+              f"blank) on {share[inp.blank]:.1%}")
+    fix = (f"use one convention end to end: pass blank={model_blank} to the loss (and the "
+           "decoder), or retrain/relabel so the model's blank is the loss's blank.")
+    if not both.any():  # no loss to compare: a hint, not a diagnosis
+        return Finding(
+            "blank-index", "info",
+            f"the model's frames may use blank = {model_blank}{conv.get(model_blank, '')}: "
+            f"{shares}; unconfirmed, as no sample can be scored under both blanks (each "
+            f"holds {inp.blank} or {model_blank} as a label, or does not fit its frames).",
+            evidence, "if the model was trained with another blank, " + fix)
     return Finding(
         "blank-index", "error",
         f"the model's frames look like blank = {model_blank}{conv.get(model_blank, '')}: "
-        f"class {model_blank} is the argmax on {share[model_blank]:.0%} of frames, class "
-        f"{inp.blank} (the loss's blank) on {share[inp.blank]:.1%}.", evidence,
-        f"use one convention end to end: pass blank={model_blank} to the loss (and the "
-        "decoder), or retrain/relabel so the model's blank is the loss's blank.")
+        f"{shares}.", evidence, fix)
 
 
 def _greedy_emissions(lp: np.ndarray, inp: Inputs) -> np.ndarray:

@@ -49,6 +49,7 @@ def test_well_formed_inputs_come_back_clean(seed):
             values = np.where(p.frame_mask[..., None], values, np.nan).astype(dtype)
             report = _diagnose(p, values)
             assert _problems(report) == set(), (T, N, C, blank, report)
+            assert set(report.codes) <= {"reduction"}, (T, N, C, blank, report)
             ratio = np.maximum(p.target_lengths, 1).max() / np.maximum(p.target_lengths, 1).min()
             assert ("reduction" in report.codes) == (N > 1 and ratio >= REDUCTION_RATIO)
             assert report.ok
@@ -402,3 +403,31 @@ def test_single_sample_with_label_spikes_and_small_noise_is_not_time_invariant(s
     report = diagnose(logits=logits, targets=target[None], input_lengths=np.array([T]),
                       target_lengths=np.array([len(frames)]))
     assert _problems(report) == set(), report
+
+
+def test_argmax_on_target_labels_is_no_evidence_of_another_blank():
+    """C = 3, every frame puts 0.95 on its own target label (T = L = 8, targets 2,1,2,1,...):
+    class 2 = C-1 wins half the frames only as a label, so there is no blank-index finding."""
+    C, T, N = 3, 8, 6
+    target = np.array([2, 1] * 4)
+    p = np.full((T, N, C), 0.025)
+    p[np.arange(T), :, target] = 0.95
+    report = diagnose(np.log(p), targets=np.tile(target, (N, 1)), input_lengths=np.full(N, T),
+                      target_lengths=np.full(N, T))
+    assert "blank-index" not in report.codes and report.ok, report
+
+
+def test_blank_index_that_no_loss_can_confirm_is_only_a_note(rng):
+    """A Keras-trained model (blank C-1) scored with blank 0, where every sample holds label 0:
+    no sample has a loss under both blanks, so blank-index is at most an info note (the
+    label equal to the blank is still an error)."""
+    C = 12
+    p = _problem(rng, C=C, blank=C - 1)
+    p.targets[:, 0] = 0
+    p.target_lengths[:] = np.maximum(p.target_lengths, 1)
+    report = diagnose(trained_log_probs(rng, p), targets=p.targets,
+                      input_lengths=p.input_lengths, target_lengths=p.target_lengths, blank=0)
+    assert _problems(report) == {"target-contains-blank"}, report
+    notes = [f for f in report.findings if f.code == "blank-index"]
+    assert len(notes) == 1 and notes[0].severity == "info"
+    assert notes[0].evidence["samples_scored_under_both"] == 0
