@@ -431,3 +431,15 @@ def test_blank_index_that_no_loss_can_confirm_is_only_a_note(rng):
     notes = [f for f in report.findings if f.code == "blank-index"]
     assert len(notes) == 1 and notes[0].severity == "info"
     assert notes[0].evidence["samples_scored_under_both"] == 0
+
+
+def test_blank_as_a_torch_scalar_tensor_is_the_same_blank(rng):
+    """blank=torch.tensor(C-1) is read as the int C-1: a healthy blank-(C-1) model is clean,
+    and blank=torch.tensor(0) flags it exactly as blank=0 does."""
+    import torch
+    C = 10
+    p = _problem(rng, C=C, blank=C - 1)
+    lp = trained_log_probs(rng, p)
+    assert _problems(_diagnose(p, lp, blank=torch.tensor(C - 1))) == set()
+    assert _diagnose(p, lp, blank=torch.tensor(0)).codes == _diagnose(p, lp, blank=0).codes
+    assert _diagnose(p, lp, blank=torch.tensor(0)).summary["blank"] == 0
