@@ -558,9 +558,7 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
 
 def _greedy_emissions(lp: np.ndarray, inp: Inputs) -> np.ndarray:
     """``(N,)`` labels emitted by greedy (best-path) decoding on the valid frames."""
-    best = lp.argmax(-1)  # (T, N)
-    prev = np.vstack([np.full((1, best.shape[1]), -1), best[:-1]])
-    return ((best != inp.blank) & (best != prev) & inp.frame_mask).sum(axis=0)
+    return np.array([len(labels) for labels in _greedy_decode(inp, lp.argmax(-1))])
 
 
 def _greedy_decode(inp: Inputs, best: np.ndarray) -> list[list[int]]:
