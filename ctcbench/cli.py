@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+from pathlib import Path
 
 import click
 
@@ -135,6 +137,12 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
     from ctcbench.doctor_explain import explain_perfect_vs_blank
     from ctcbench.doctor_load import load_inputs
     from ctcbench.results import to_json
+    if plot_path:  # before any work, so a bad path cannot fail a clean diagnosis at the end
+        folder = Path(plot_path).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise click.ClickException(f"--plot: expected a PNG path in an existing, writable "
+                                   f"folder, got {plot_path!r} ({folder} "
+                                   f"{'is not writable' if folder.is_dir() else 'does not exist'})")
     inputs = load_inputs(file)
     if blank is not None:
         inputs["blank"] = blank
