@@ -1,24 +1,33 @@
-"""Backend ``numpy``: the float64 log-space forward-backward reference (Graves et al. 2006).
+"""Backend ``numpy``: the float64 forward-backward reference (Graves et al. 2006).
 
 Pure NumPy, no torch. Vectorised over the batch and the extended-label states; the only
-Python loop is over time. Log space throughout, so it stays exact for T in the thousands
-where a probability-space recursion underflows.
-
-Recursions, per sample, over the extended labels ``z`` (``S = 2L + 1`` states: blank,
-l1, blank, l2, ..., blank) with emissions ``e[t, s] = log p_t(z_s)``::
+Python loops are over time. Recursions, per sample, over the extended labels ``z``
+(``S = 2L + 1`` states: blank, l1, blank, l2, ..., blank) with emissions
+``e[t, s] = p_t(z_s)``::
 
     alpha[0, s] = e[0, s]                            for s in {0, 1}
-    alpha[t, s] = e[t, s] + lse(alpha[t-1, s], alpha[t-1, s-1], alpha[t-1, s-2] if skip[s])
-    beta[T_n - 1, s] = 0                             for s in {S_n - 1, S_n - 2}
-    beta[t, s] = lse(beta[t+1, s] + e[t+1, s], ... s+1, ... s+2 if skip[s+2])
+    alpha[t, s] = e[t, s] * (alpha[t-1, s] + alpha[t-1, s-1] + alpha[t-1, s-2] if skip[s])
+    beta[T_n - 1, s] = 1                             for s in {S_n - 1, S_n - 2}
+    beta[t, s] = beta[t+1, s] e[t+1, s] + ... s+1 ... + ... s+2 if skip[s+2]
 
 where ``skip[s]`` holds for a label state whose label differs from the one two states
-back. ``beta`` excludes the emission at ``t``, so ``alpha + beta`` is the log-probability of
-all paths through state ``s`` at frame ``t``, and the loss is ``-log Z`` with
-``Z = sum_s exp(alpha[t, s] + beta[t, s])`` for any valid ``t``.
+back. ``beta`` excludes the emission at ``t``, so ``alpha * beta`` is the probability of
+all paths through state ``s`` at frame ``t``; it sums to ``Z`` over states on every valid
+frame, and the loss is ``-log Z``.
+
+Two exact paths:
+  * fast (used whenever it is safe): probabilities with a per-frame scale, i.e. every row
+    ``alpha[t, n, :]`` is stored divided by its sum and the logs of the sums are added up
+    (Rabiner's scaling; a shared exponent per frame). Multiplies and adds only: NumPy's
+    float64 ``exp``/``logaddexp`` cost 10-60 ns per element, a multiply-add about 1 ns.
+  * log space (``logaddexp`` throughout), used for the samples where the fast path could
+    lose mass to underflow: a frame normaliser or a frame's ``sum_s alpha * beta`` below
+    ``SAFE_FLOOR``. Above that floor, whatever underflows is below ``1e-300`` of a
+    quantity that is kept, so both paths agree to float64 rounding.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,26 +35,7 @@ import numpy as np
 from ctcbench.problem import CTCProblem
 
 NEG_INF = -np.inf
-
-
-@dataclass
-class ForwardBackward:
-    """Everything the reference computes for one problem.
-
-    loss:        ``(N,)`` float64, ``+inf`` where the target is infeasible.
-    log_alpha:   ``(T, N, S)`` forward variables (log).
-    log_beta:    ``(T, N, S)`` backward variables (log), excluding the emission at ``t``.
-    extended:    ``(N, S)`` extended label sequence (blank-interleaved targets).
-    state_posterior: ``(T, N, S)`` P(state s at frame t | target); zero where not defined.
-    class_posterior: ``(T, N, C)`` gamma, the state posterior summed per class.
-    """
-
-    loss: np.ndarray
-    log_alpha: np.ndarray
-    log_beta: np.ndarray
-    extended: np.ndarray
-    state_posterior: np.ndarray
-    class_posterior: np.ndarray
+SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
 
 
 def extended_labels(targets: np.ndarray, target_lengths: np.ndarray, blank: int):
@@ -60,12 +50,172 @@ def extended_labels(targets: np.ndarray, target_lengths: np.ndarray, blank: int)
     return ext, valid, skip & valid
 
 
-def forward_backward(log_probs: np.ndarray, targets: np.ndarray, input_lengths: np.ndarray,
-                     target_lengths: np.ndarray, *, blank: int = 0) -> ForwardBackward:
-    """Run the log-space forward-backward on normalised ``log_probs (T, N, C)`` float64.
+def _end_states(target_lengths: np.ndarray, S: int) -> np.ndarray:
+    """``(N, S)`` bool: the final states ``S_n - 1`` and ``S_n - 2`` of each sample."""
+    N = len(target_lengths)
+    batch = np.arange(N)
+    S_n = 2 * target_lengths + 1
+    ends = np.zeros((N, S), dtype=bool)
+    ends[batch, S_n - 1] = True
+    ends[batch[S_n >= 2], (S_n - 2)[S_n >= 2]] = True
+    return ends
 
-    ``targets`` is padded ``(N, L)``; frames past ``input_lengths`` are never read.
+
+def _feasible(targets: np.ndarray, input_lengths: np.ndarray, target_lengths: np.ndarray):
+    """``(N,)`` bool: input_length >= target_length + adjacent repeats."""
+    L = targets.shape[1]
+    same = (targets[:, 1:] == targets[:, :-1]) & (np.arange(1, L)[None] < target_lengths[:, None])
+    return input_lengths >= target_lengths + same.sum(axis=1)
+
+
+class ForwardBackward:
+    """Everything the reference computes for one problem.
+
+    loss:        ``(N,)`` float64, ``+inf`` where the target is infeasible.
+    extended:    ``(N, S)`` extended label sequence (blank-interleaved targets).
+    state_posterior: ``(T, N, S)`` P(state s at frame t | target); zero where not defined.
+    log_alpha:   ``(T, N, S)`` forward variables (log), computed on first access.
+    log_beta:    ``(T, N, S)`` backward variables (log), excluding the emission at ``t``;
+                 computed on first access.
+    class_posterior: ``(T, N, C)`` gamma, the state posterior summed per class; computed on
+                 first access.
+    log_space:   ``(N,)`` bool, samples computed by the log-space path.
     """
+
+    def __init__(self, loss, extended, state_posterior, targets, target_lengths, blank, C,
+                 scaled_tables, log_tables, log_space):
+        self.loss = loss
+        self.extended = extended
+        self.state_posterior = state_posterior
+        self.log_space = log_space
+        self._targets, self._target_lengths, self._blank, self._C = (
+            targets, target_lengths, blank, C)
+        self._scaled = scaled_tables  # (alpha_hat, log_scale_a, beta_hat, log_scale_b)
+        self._log = log_tables  # {n: (log_alpha (T, S), log_beta (T, S))} for log-space samples
+
+    def _log_table(self, which: int) -> np.ndarray:
+        hat, log_scale = self._scaled[2 * which], self._scaled[2 * which + 1]
+        with np.errstate(divide="ignore"):
+            out = np.log(hat) + log_scale[..., None]  # (T, N, S)
+        for n, tables in self._log.items():
+            out[:, n] = tables[which]
+        return out
+
+    @functools.cached_property
+    def log_alpha(self) -> np.ndarray:
+        return self._log_table(0)
+
+    @functools.cached_property
+    def log_beta(self) -> np.ndarray:
+        return self._log_table(1)
+
+    @functools.cached_property
+    def class_posterior(self) -> np.ndarray:
+        T, N, _ = self.state_posterior.shape
+        out = np.zeros((T, N, self._C))  # (T, N, C)
+        scatter_states(out, self.state_posterior, self._targets, self._target_lengths,
+                       blank=self._blank, sign=1.0)
+        return out
+
+
+def scatter_states(out: np.ndarray, state_post: np.ndarray, targets: np.ndarray,
+                   target_lengths: np.ndarray, *, blank: int, sign: float) -> None:
+    """``out (T, N, C) += sign * state_post (T, N, S)`` summed onto each state's class.
+
+    Blank states go to ``blank`` in one reduction; label states go to their labels, with
+    repeated labels of a target first summed onto their first occurrence, so the final
+    fancy-indexed update never writes one (sample, class) twice.
+    """
+    T, N, S = state_post.shape
+    L = targets.shape[1]
+    out[:, :, blank] += sign * state_post[:, :, 0::2].sum(axis=-1)  # (T, N)
+    if L == 0:
+        return
+    valid = np.arange(L)[None, :] < target_lengths[:, None]  # (N, L)
+    first = (targets[:, :, None] == targets[:, None, :]).argmax(axis=2)  # (N, L) first occurrence
+    labels_post = state_post[:, :, 1::2]  # (T, N, L)
+    if (first != np.arange(L)[None, :])[valid].any():  # some target repeats a label
+        flat = (np.arange(T)[:, None, None] * N + np.arange(N)[None, :, None]) * L + first[None]
+        labels_post = np.bincount(flat.ravel(), weights=labels_post.ravel(),
+                                  minlength=T * N * L).reshape(T, N, L)
+    n_idx, l_idx = np.nonzero(valid & (first == np.arange(L)[None, :]))  # unique (n, class)
+    c_idx = targets[n_idx, l_idx]
+    out[:, n_idx, c_idx] += sign * labels_post[:, n_idx, l_idx]
+
+
+def _scaled_recursions(emit: np.ndarray, skip: np.ndarray, ends: np.ndarray,
+                       input_lengths: np.ndarray):
+    """Forward and backward in probability space with per-frame scaling.
+
+    ``emit (T, N, S)`` emission probabilities (zero on invalid states). Returns
+    ``alpha_hat, log_scale_a, beta_hat, log_scale_b, min_norm`` where
+    ``log alpha = log alpha_hat + log_scale_a[..., None]`` (same for beta) on valid frames
+    and ``min_norm (N,)`` is the smallest frame normaliser a sample met.
+    """
+    T, N, S = emit.shape
+    skip_f = skip.astype(np.float64)  # (N, S)
+    skip_back = np.zeros((N, S))
+    skip_back[:, :-2] = skip_f[:, 2:]  # beta: s+2 -> s allowed iff skip[s+2]
+    last_t = input_lengths - 1  # (N,)
+    in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
+
+    # alpha is padded by two zero states on the left (state s at column s + 2), beta by two
+    # on the right, so every shifted read is a plain slice.
+    alpha = np.empty((T, N, S + 2))  # (T, N, S + 2)
+    alpha[:, :, :2] = 0.0
+    norm_a = np.ones((T, N))
+    tmp = np.empty((N, S))
+    if T > 0:
+        alpha[0, :, 2:] = 0.0
+        alpha[0, :, 2:4] = emit[0, :, :2]
+    for t in range(T):
+        if t > 0:
+            prev = alpha[t - 1]
+            np.multiply(prev[:, :-2], skip_f, out=tmp)
+            tmp += prev[:, 1:-1]
+            tmp += prev[:, 2:]
+            np.multiply(tmp, emit[t], out=alpha[t, :, 2:])
+        c = alpha[t, :, 2:].sum(axis=1)  # (N,)
+        norm_a[t] = c
+        alpha[t, :, 2:] /= np.where(c > 0, c, 1.0)[:, None]  # a zero row stays zero
+
+    beta = np.empty((T, N, S + 2))  # (T, N, S + 2)
+    beta[:, :, S:] = 0.0
+    norm_b = np.ones((T, N))
+    n_ends = ends.sum(axis=1)  # (N,) 1 or 2
+    start_rows = np.where(ends, 1.0 / n_ends[:, None], 0.0)  # (N, S) normalised start
+    nxt = np.zeros((N, S + 2))
+    for t in range(T - 1, -1, -1):
+        if t == T - 1:
+            beta[t, :, :S] = 0.0
+        else:
+            np.multiply(beta[t + 1, :, :S], emit[t + 1], out=nxt[:, :S])
+            np.multiply(nxt[:, 2:], skip_back, out=tmp)
+            tmp += nxt[:, 1:-1]
+            tmp += nxt[:, :S]
+            d = tmp.sum(axis=1)
+            norm_b[t] = d
+            np.divide(tmp, np.where(d > 0, d, 1.0)[:, None], out=beta[t, :, :S])
+        starting = last_t == t
+        if starting.any():
+            beta[t, starting, :S] = start_rows[starting]
+            norm_b[t, starting] = n_ends[starting]
+    norm_b[~in_frame] = 1.0  # rows past the last frame hold nothing
+
+    norm_a[~in_frame] = 1.0
+    with np.errstate(divide="ignore"):  # a zero normaliser marks the sample unsafe below
+        log_a = np.log(norm_a)
+        log_b = np.log(norm_b)
+    log_scale_a = np.cumsum(log_a, axis=0)  # (T, N)
+    log_scale_b = np.cumsum(log_b[::-1], axis=0)[::-1]  # (T, N)
+    checked = np.where(in_frame, np.minimum(norm_a, norm_b), np.inf)
+    return (alpha[:, :, 2:], log_scale_a, beta[:, :, :S], log_scale_b,
+            checked.min(axis=0, initial=np.inf))
+
+
+def _log_space(log_probs: np.ndarray, targets: np.ndarray, input_lengths: np.ndarray,
+               target_lengths: np.ndarray, blank: int):
+    """The log-space forward-backward: ``loss (N,), log_alpha, log_beta (T, N, S)``."""
     T, N, C = log_probs.shape
     ext, valid, skip = extended_labels(targets, target_lengths, blank)
     S = ext.shape[1]
@@ -76,8 +226,6 @@ def forward_backward(log_probs: np.ndarray, targets: np.ndarray, input_lengths: 
     skip_add_back = np.full((N, S), NEG_INF)  # (N, S): for beta, s+2 -> s allowed iff skip[s+2]
     skip_add_back[:, :-2] = skip_add[:, 2:]
 
-    # alpha and beta are padded by two -inf states on the side the recursion reads from, so
-    # the shifted views are plain slices (no per-step temporaries for the shifts).
     alpha = np.full((T, N, S + 2), NEG_INF)  # state s lives at column s + 2
     beta = np.full((T, N, S + 2), NEG_INF)  # state s lives at column s
     tmp = np.empty((N, S))
@@ -91,10 +239,7 @@ def forward_backward(log_probs: np.ndarray, targets: np.ndarray, input_lengths: 
         np.add(tmp, emit[t], out=alpha[t, :, 2:])
 
     last_t = input_lengths - 1  # (N,)
-    ends = np.zeros((N, S), dtype=bool)  # final states S_n - 1 and S_n - 2
-    S_n = 2 * target_lengths + 1
-    ends[batch, S_n - 1] = True
-    ends[batch[S_n >= 2], (S_n - 2)[S_n >= 2]] = True
+    ends = _end_states(target_lengths, S)
     nxt = np.empty((N, S + 2))
     for t in range(T - 1, -1, -1):
         if t < T - 1:
@@ -114,15 +259,69 @@ def forward_backward(log_probs: np.ndarray, targets: np.ndarray, input_lengths: 
         final = alpha[last_t[has_frames], batch[has_frames]]  # (n, S)
         log_z = np.logaddexp.reduce(np.where(ends[has_frames], final, NEG_INF), axis=1)
         loss[has_frames] = -log_z
+    return loss, alpha, beta
 
-    frame_ok = (np.arange(T)[:, None] < input_lengths[None, :]) & np.isfinite(loss)[None, :]
-    log_post = alpha + beta + np.where(np.isfinite(loss), loss, 0.0)[None, :, None]
-    state_post = np.where(frame_ok[..., None], np.exp(log_post), 0.0)  # (T, N, S)
-    # Scatter states onto classes: one bincount over flat (t, n, class) indices.
-    flat = (np.arange(T)[:, None, None] * N + batch[None, :, None]) * C + ext[None]  # (T, N, S)
-    class_post = np.bincount(flat.ravel(), weights=state_post.ravel(),
-                             minlength=T * N * C).reshape(T, N, C)
-    return ForwardBackward(loss, alpha, beta, ext, state_post, class_post)
+
+def _forward_backward(emit_probs: np.ndarray, targets: np.ndarray, input_lengths: np.ndarray,
+                      target_lengths: np.ndarray, *, blank: int, C: int,
+                      log_probs_of) -> ForwardBackward:
+    """Shared body: ``emit_probs (T, N, S)`` gathered emission probabilities (any values on
+    invalid states); ``log_probs_of(idx) -> (T, len(idx), C)`` log-probs for the samples
+    that need the log-space path."""
+    T, N, S = emit_probs.shape
+    ext, valid, skip = extended_labels(targets, target_lengths, blank)
+    emit_probs *= valid[None]  # invalid states emit nothing
+    ends = _end_states(target_lengths, S)
+    batch = np.arange(N)
+    feasible = _feasible(targets, input_lengths, target_lengths)
+    in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
+
+    alpha, log_sa, beta, log_sb, min_norm = _scaled_recursions(emit_probs, skip, ends,
+                                                               input_lengths)
+    ab = alpha * beta  # (T, N, S) mass of paths through (t, s), scaled
+    ab_sum = ab.sum(axis=2)  # (T, N)
+    keep = in_frame & feasible[None, :]  # (T, N) frames with a defined posterior
+    ab_sum_kept = np.where(keep, ab_sum, np.inf)
+    with np.errstate(invalid="ignore", divide="ignore"):  # unsafe samples are redone below
+        ab /= np.where(keep, ab_sum, 1.0)[..., None]
+    ab[~keep] = 0.0
+    state_post = ab
+
+    loss = np.where(target_lengths == 0, 0.0, np.inf)  # the answer for input_length 0
+    has = (input_lengths > 0) & feasible
+    last_t = input_lengths - 1
+    if has.any():
+        final = np.where(ends[has], alpha[last_t[has], batch[has]], 0.0).sum(axis=1)  # (n,)
+        with np.errstate(divide="ignore"):
+            loss[has] = -(log_sa[last_t[has], batch[has]] + np.log(final))
+    # Samples whose scaled quantities went near underflow are recomputed in log space.
+    unsafe = has & ((min_norm < SAFE_FLOOR) | (ab_sum_kept.min(axis=0, initial=np.inf) < SAFE_FLOOR))
+    log_tables = {}
+    if unsafe.any():
+        idx = np.flatnonzero(unsafe)
+        l_loss, l_alpha, l_beta = _log_space(log_probs_of(idx), targets[idx], input_lengths[idx],
+                                             target_lengths[idx], blank)
+        loss[idx] = l_loss
+        post = np.exp(l_alpha + l_beta + np.where(np.isfinite(l_loss), l_loss, 0.0)[None, :, None])
+        state_post[:, idx] = np.where(keep[:, idx, None], post, 0.0)
+        log_tables = {int(n): (l_alpha[:, i], l_beta[:, i]) for i, n in enumerate(idx)}
+    return ForwardBackward(loss, ext, state_post, targets, target_lengths, blank, C,
+                           (alpha, log_sa, beta, log_sb), log_tables, unsafe)
+
+
+def forward_backward(log_probs: np.ndarray, targets: np.ndarray, input_lengths: np.ndarray,
+                     target_lengths: np.ndarray, *, blank: int = 0) -> ForwardBackward:
+    """Run the forward-backward on normalised ``log_probs (T, N, C)`` float64.
+
+    ``targets`` is padded ``(N, L)``; frames past ``input_lengths`` are never read.
+    """
+    T, N, C = log_probs.shape
+    ext, _, _ = extended_labels(targets, target_lengths, blank)
+    in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
+    lp_ext = log_probs[:, np.arange(N)[:, None], ext]  # (T, N, S)
+    emit = np.exp(np.where(in_frame[..., None], lp_ext, 0.0))  # padded frames may hold NaN
+    return _forward_backward(emit, targets, input_lengths, target_lengths, blank=blank, C=C,
+                             log_probs_of=lambda idx: log_probs[:, idx])
 
 
 class NumpyBackend:
@@ -131,12 +330,23 @@ class NumpyBackend:
     name = "numpy"
 
     def run(self, problem: CTCProblem) -> "NumpyResult":
-        log_probs = problem.log_probs()  # (T, N, C) float64, padded frames zeroed
-        fb = forward_backward(log_probs, problem.targets, problem.input_lengths,
-                              problem.target_lengths, blank=problem.blank)
-        keep = problem.frame_mask & np.isfinite(fb.loss)[None, :]  # (T, N)
+        T, N, C, _ = problem.shape
+        frame_mask = problem.frame_mask  # (T, N)
+        probs = np.array(problem.logits, dtype=np.float64)  # (T, N, C) working buffer
+        probs[~frame_mask] = 0.0  # padded frames may hold NaN
+        probs -= probs.max(axis=2, keepdims=True)
+        np.exp(probs, out=probs)
+        probs *= 1.0 / probs.sum(axis=2, keepdims=True)  # softmax, (T, N, C)
+        ext, _, _ = extended_labels(problem.targets, problem.target_lengths, problem.blank)
+        emit = probs[:, np.arange(N)[:, None], ext]  # (T, N, S)
+        fb = _forward_backward(emit, problem.targets, problem.input_lengths,
+                               problem.target_lengths, blank=problem.blank, C=C,
+                               log_probs_of=lambda idx: problem.log_probs()[:, idx])
         # d(-log Z)/d logits = softmax - gamma on valid frames of feasible samples.
-        grad = np.where(keep[..., None], np.exp(log_probs) - fb.class_posterior, 0.0)
+        grad = probs
+        scatter_states(grad, fb.state_posterior, problem.targets, problem.target_lengths,
+                       blank=problem.blank, sign=-1.0)
+        grad[~(frame_mask & np.isfinite(fb.loss)[None, :])] = 0.0
         return NumpyResult(fb.loss, grad, fb)
 
 
