@@ -36,6 +36,7 @@ from ctcbench.problem import CTCProblem
 
 NEG_INF = -np.inf
 SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
+RESCALE_EVERY = 4  # frames between rescalings of the scaled recursions
 
 
 def extended_labels(targets: np.ndarray, target_lengths: np.ndarray, blank: int):
@@ -113,50 +114,46 @@ class ForwardBackward:
     def class_posterior(self) -> np.ndarray:
         T, N, _ = self.state_posterior.shape
         out = np.zeros((T, N, self._C))  # (T, N, C)
-        scatter_states(out, self.state_posterior, self._targets, self._target_lengths,
-                       blank=self._blank, sign=1.0)
+        scatter_states(out, self.state_posterior, self._targets, blank=self._blank)
         return out
 
 
-def scatter_states(out: np.ndarray, state_post: np.ndarray, targets: np.ndarray,
-                   target_lengths: np.ndarray, *, blank: int, sign: float) -> None:
-    """``out (T, N, C) += sign * state_post (T, N, S)`` summed onto each state's class.
+def scatter_states(out: np.ndarray, state_post: np.ndarray, targets: np.ndarray, *, blank: int,
+                   subtract: bool = False) -> None:
+    """``out (T, N, C) += state_post (T, N, S)`` summed onto each state's class (``-=`` with
+    ``subtract``). ``out`` must be C-contiguous.
 
-    Blank states go to ``blank`` in one reduction; label states go to their labels, with
-    repeated labels of a target first summed onto their first occurrence, so the final
-    fancy-indexed update never writes one (sample, class) twice.
+    Blank states go to ``blank`` in one reduction; label states go to their labels with one
+    unbuffered ``ufunc.at`` over flat indices, so repeated labels add up correctly.
     """
     T, N, S = state_post.shape
-    L = targets.shape[1]
-    out[:, :, blank] += sign * state_post[:, :, 0::2].sum(axis=-1)  # (T, N)
-    if L == 0:
+    C = out.shape[2]
+    blank_mass = state_post[:, :, 0::2].sum(axis=-1)  # (T, N)
+    if subtract:
+        out[:, :, blank] -= blank_mass
+    else:
+        out[:, :, blank] += blank_mass
+    if S == 1:
         return
-    valid = np.arange(L)[None, :] < target_lengths[:, None]  # (N, L)
-    first = (targets[:, :, None] == targets[:, None, :]).argmax(axis=2)  # (N, L) first occurrence
-    labels_post = state_post[:, :, 1::2]  # (T, N, L)
-    if (first != np.arange(L)[None, :])[valid].any():  # some target repeats a label
-        flat = (np.arange(T)[:, None, None] * N + np.arange(N)[None, :, None]) * L + first[None]
-        labels_post = np.bincount(flat.ravel(), weights=labels_post.ravel(),
-                                  minlength=T * N * L).reshape(T, N, L)
-    n_idx, l_idx = np.nonzero(valid & (first == np.arange(L)[None, :]))  # unique (n, class)
-    c_idx = targets[n_idx, l_idx]
-    out[:, n_idx, c_idx] += sign * labels_post[:, n_idx, l_idx]
+    flat = (np.arange(T)[:, None, None] * N + np.arange(N)[None, :, None]) * C + targets[None]
+    ufunc = np.subtract if subtract else np.add
+    ufunc.at(out.reshape(-1), flat.ravel(), state_post[:, :, 1::2].ravel())  # (T, N, L) labels
 
 
 def _scaled_recursions(emit: np.ndarray, skip: np.ndarray, ends: np.ndarray,
                        input_lengths: np.ndarray):
-    """Forward and backward in probability space with per-frame scaling.
+    """Forward and backward in probability space, rescaled every ``RESCALE_EVERY`` frames.
 
     ``emit (T, N, S)`` emission probabilities (zero on invalid states). Returns
     ``alpha_hat, log_scale_a, beta_hat, log_scale_b, min_norm`` where
     ``log alpha = log alpha_hat + log_scale_a[..., None]`` (same for beta) on valid frames
-    and ``min_norm (N,)`` is the smallest frame normaliser a sample met.
+    and ``min_norm (N,)`` is the smallest normaliser a sample met. A row sum can grow at
+    most 3x per frame, so between rescalings it stays below ``3 ** RESCALE_EVERY``.
     """
     T, N, S = emit.shape
     skip_f = skip.astype(np.float64)  # (N, S)
     skip_back = np.zeros((N, S))
     skip_back[:, :-2] = skip_f[:, 2:]  # beta: s+2 -> s allowed iff skip[s+2]
-    last_t = input_lengths - 1  # (N,)
     in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
 
     # alpha is padded by two zero states on the left (state s at column s + 2), beta by two
@@ -169,45 +166,47 @@ def _scaled_recursions(emit: np.ndarray, skip: np.ndarray, ends: np.ndarray,
         alpha[0, :, 2:] = 0.0
         alpha[0, :, 2:4] = emit[0, :, :2]
     for t in range(T):
+        row = alpha[t, :, 2:]
         if t > 0:
             prev = alpha[t - 1]
             np.multiply(prev[:, :-2], skip_f, out=tmp)
             tmp += prev[:, 1:-1]
             tmp += prev[:, 2:]
-            np.multiply(tmp, emit[t], out=alpha[t, :, 2:])
-        c = alpha[t, :, 2:].sum(axis=1)  # (N,)
-        norm_a[t] = c
-        alpha[t, :, 2:] /= np.where(c > 0, c, 1.0)[:, None]  # a zero row stays zero
+            np.multiply(tmp, emit[t], out=row)
+        if t % RESCALE_EVERY == 0:
+            c = row.sum(axis=1)  # (N,)
+            norm_a[t] = c
+            row *= (1.0 / np.maximum(c, 1e-300))[:, None]  # below SAFE_FLOOR anyway
 
     beta = np.empty((T, N, S + 2))  # (T, N, S + 2)
     beta[:, :, S:] = 0.0
     norm_b = np.ones((T, N))
     n_ends = ends.sum(axis=1)  # (N,) 1 or 2
     start_rows = np.where(ends, 1.0 / n_ends[:, None], 0.0)  # (N, S) normalised start
+    starts = {int(t): np.flatnonzero(input_lengths - 1 == t) for t in np.unique(input_lengths - 1)}
     nxt = np.zeros((N, S + 2))
     for t in range(T - 1, -1, -1):
+        row = beta[t, :, :S]
         if t == T - 1:
-            beta[t, :, :S] = 0.0
+            row[:] = 0.0
         else:
             np.multiply(beta[t + 1, :, :S], emit[t + 1], out=nxt[:, :S])
             np.multiply(nxt[:, 2:], skip_back, out=tmp)
             tmp += nxt[:, 1:-1]
-            tmp += nxt[:, :S]
-            d = tmp.sum(axis=1)
-            norm_b[t] = d
-            np.divide(tmp, np.where(d > 0, d, 1.0)[:, None], out=beta[t, :, :S])
-        starting = last_t == t
-        if starting.any():
-            beta[t, starting, :S] = start_rows[starting]
+            np.add(tmp, nxt[:, :S], out=row)
+            if t % RESCALE_EVERY == 0:
+                d = row.sum(axis=1)
+                norm_b[t] = d
+                row *= (1.0 / np.maximum(d, 1e-300))[:, None]
+        starting = starts.get(t)
+        if starting is not None:
+            row[starting] = start_rows[starting]
             norm_b[t, starting] = n_ends[starting]
-    norm_b[~in_frame] = 1.0  # rows past the last frame hold nothing
-
-    norm_a[~in_frame] = 1.0
-    with np.errstate(divide="ignore"):  # a zero normaliser marks the sample unsafe below
-        log_a = np.log(norm_a)
-        log_b = np.log(norm_b)
-    log_scale_a = np.cumsum(log_a, axis=0)  # (T, N)
-    log_scale_b = np.cumsum(log_b[::-1], axis=0)[::-1]  # (T, N)
+    norm_a[~in_frame] = 1.0  # rows past the last frame hold nothing that is read
+    norm_b[~in_frame] = 1.0
+    with np.errstate(divide="ignore"):  # a zero normaliser marks the sample unsafe
+        log_scale_a = np.cumsum(np.log(norm_a), axis=0)  # (T, N)
+        log_scale_b = np.cumsum(np.log(norm_b)[::-1], axis=0)[::-1]  # (T, N)
     checked = np.where(in_frame, np.minimum(norm_a, norm_b), np.inf)
     return (alpha[:, :, 2:], log_scale_a, beta[:, :, :S], log_scale_b,
             checked.min(axis=0, initial=np.inf))
@@ -269,8 +268,10 @@ def _forward_backward(emit_probs: np.ndarray, targets: np.ndarray, input_lengths
     invalid states); ``log_probs_of(idx) -> (T, len(idx), C)`` log-probs for the samples
     that need the log-space path."""
     T, N, S = emit_probs.shape
+    targets = np.where(np.arange(targets.shape[1])[None] < target_lengths[:, None], targets, blank)
     ext, valid, skip = extended_labels(targets, target_lengths, blank)
-    emit_probs *= valid[None]  # invalid states emit nothing
+    if not valid.all():
+        emit_probs *= valid[None]  # invalid states emit nothing
     ends = _end_states(target_lengths, S)
     batch = np.arange(N)
     feasible = _feasible(targets, input_lengths, target_lengths)
@@ -344,8 +345,8 @@ class NumpyBackend:
                                log_probs_of=lambda idx: problem.log_probs()[:, idx])
         # d(-log Z)/d logits = softmax - gamma on valid frames of feasible samples.
         grad = probs
-        scatter_states(grad, fb.state_posterior, problem.targets, problem.target_lengths,
-                       blank=problem.blank, sign=-1.0)
+        scatter_states(grad, fb.state_posterior, problem.targets, blank=problem.blank,
+                       subtract=True)
         grad[~(frame_mask & np.isfinite(fb.loss)[None, :])] = 0.0
         return NumpyResult(fb.loss, grad, fb)
 
