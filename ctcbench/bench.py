@@ -363,3 +363,71 @@ def run_bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: i
     rows = sorted(latest.values(), key=lambda r: (r["cells"], r["T"], r["N"], r["C"], r["L"],
                                                   r["backend"]))
     return BenchRun(run_dir, rows, len(sizes) - len(todo))
+
+
+# -- report --------------------------------------------------------------------------------
+@dataclass
+class BenchReport:
+    run_dir: Path
+    rows: list[dict]
+    regressions: list[str]  # one message per --fail-on limit exceeded
+    files: list[Path]
+    resumed: int
+
+
+def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int = 1,
+          dtype: str = "float64", out=None, baseline=None, fail_on=(),
+          progress: bool = True) -> BenchReport:
+    """Run the bench, compare with ``baseline`` if given, export tables and plots."""
+    from ctcbench.bench_baseline import compare, load_rows, parse_fail_on
+    from ctcbench.bench_plots import bench_plots
+    from ctcbench.results import to_json
+
+    rules = [parse_fail_on(spec) for spec in fail_on]  # bad options fail before any timing
+    _expect(baseline is not None or not rules, "fail-on", "a --baseline to compare with",
+            "no baseline")
+    old = load_rows(baseline) if baseline is not None else None
+    run = run_bench(backends=backends, grid=grid, repeat=repeat, threads=threads, dtype=dtype,
+                    out=out, progress=progress)
+    regressions = compare(run.rows, old, rules) if old is not None else []
+    import pandas as pd
+    pd.DataFrame(run.rows).to_csv(run.run_dir / "bench.csv", index=False)
+    (run.run_dir / "bench.json").write_text(to_json(run.rows, indent=1) + "\n")
+    files = [run.run_dir / "bench.csv", run.run_dir / "bench.json",
+             *bench_plots(run.rows, run.run_dir)]
+    return BenchReport(run.run_dir, run.rows, regressions, files, run.resumed)
+
+
+def _ms(x) -> str:
+    return "" if x is None else f"{x * 1e3:.3g}"
+
+
+def format_table(rows: list[dict]) -> str:
+    """A fixed-width table for people: one line per backend and size; backends skipped
+    everywhere (cannot run here) are listed once below it."""
+    skipped = {r["backend"]: r.get("reason") for r in rows if r.get("status") == "skipped"}
+    rows = [r for r in rows if r.get("status") != "skipped"]
+    has_base = any("change_time" in r for r in rows)
+    head = ["backend", "T", "N", "C", "L", "cells", "median ms", "min-max ms", "ns/cell",
+            "x torch [min-max]", "peak MiB"] + (["vs baseline"] if has_base else []) + ["status"]
+    lines = []
+    for r in rows:
+        ok = r.get("status") == "ok"
+        ratio = "" if r.get("ratio_to_torch") is None else (
+            f"{r['ratio_to_torch']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]")
+        peak = r.get("peak_rss_mb")
+        line = [r["backend"], r["T"], r["N"], r["C"], r["L"], r["cells"],
+                _ms(r.get("time_median_s")) if ok else "",
+                f"{_ms(r['time_min_s'])}-{_ms(r['time_max_s'])}" if ok else "",
+                f"{r['ns_per_cell']:.0f}" if ok else "", ratio,
+                "" if peak is None else f"{peak:.1f}"]
+        if has_base:
+            line.append(f"{r['change_time']:+.0%} time" if "change_time" in r else "")
+        line.append("ok" if ok else f"{r['status']}: {r.get('reason')}")
+        lines.append([str(x) for x in line])
+    widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
+              for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 or i == len(cells) - 1 else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    notes = [f"skipped {name}: {reason}" for name, reason in skipped.items()]
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths]), *map(fmt, lines), *notes])
