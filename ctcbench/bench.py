@@ -250,8 +250,8 @@ def _size_fields(size: Size) -> dict:
 def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup: int = 1,
                  seed: int = 0, memory: bool = True) -> list[dict]:
     """One row per backend for one size; ``backends`` maps name -> backend or the
-    ``(status, reason)`` it could not be created with. ``warmup`` untimed calls (at least
-    one, which also sets how many calls one measurement loops), then ``repeat`` measurements."""
+    ``(status, reason)`` it could not be created with. ``warmup`` untimed calls, one call
+    that sets how many calls one measurement loops, then ``repeat`` measurements."""
     problem = make_problem(size, dtype=dtype, seed=seed)
     rows, ready, warm = {}, {}, {}
     for name, backend in backends.items():
@@ -260,8 +260,9 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
             rows[name] = {**base, "status": backend[0], "reason": backend[1]}
             continue
         try:
-            for _ in range(max(warmup, 1)):
-                warm[name] = _timed(backend, problem, 1)
+            for _ in range(warmup):
+                backend.run(problem)
+            warm[name] = _timed(backend, problem, 1)  # calibration, after the warm-up
         except UnsupportedProblem as exc:
             rows[name] = {**base, "status": "unsupported", "reason": str(exc)}
             continue
@@ -270,20 +271,20 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
             continue
         rows[name], ready[name] = {**base, "status": "ok", "reason": None}, backend
 
-    # calls per measurement, the same for every backend: small sizes are looped
-    number = int(np.clip(np.ceil(MIN_MEASUREMENT_S / max(min(warm.values(), default=1), 1e-6)),
-                         1, 100))
+    # calls per measurement: a fast backend at a small size is looped to ~MIN_MEASUREMENT_S
+    number = {name: int(np.clip(np.ceil(MIN_MEASUREMENT_S / max(w, 1e-6)), 1, 100))
+              for name, w in warm.items()}
     times = {name: [] for name in ready}
     for _ in range(repeat):  # interleaved: every backend once per repeat
         for name, backend in ready.items():
-            times[name].append(_timed(backend, problem, number))
+            times[name].append(_timed(backend, problem, number[name]))
 
     ref = np.array(times[REFERENCE]) if REFERENCE in times else None
     for name, ts in times.items():
         ts = np.array(ts)
         row = rows[name]
         q25, median, q75 = np.percentile(ts, [25, 50, 75])
-        row.update(calls_per_measurement=number, time_median_s=median, time_min_s=ts.min(), time_max_s=ts.max(),
+        row.update(calls_per_measurement=number[name], time_median_s=median, time_min_s=ts.min(), time_max_s=ts.max(),
                    time_iqr_s=q75 - q25, ns_per_cell=median / size.cells * 1e9)
         if ref is not None:
             pair = ts / ref  # ratio within each repeat, same machine state

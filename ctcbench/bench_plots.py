@@ -41,7 +41,8 @@ def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
     ax.set_ylabel("forward+backward time per call (ms)")
     ax.set_title("CTC forward+backward (log_softmax included): time vs size")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -36,3 +36,11 @@ def random_problem(rng: np.random.Generator, *, T: int, N: int, C: int, L: int, 
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def tiny_grid(tmp_path):
+    """A one-size bench grid file (JSON), fast enough for the CLI tests."""
+    path = tmp_path / "grid.json"
+    path.write_text('[{"T": 20, "N": 2, "C": 5, "L": 4}]')
+    return path
