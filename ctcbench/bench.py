@@ -78,6 +78,7 @@ GRIDS: dict[str, list[Size]] = {
     "default": _unique(
         _sweeps(Size(200, 16, 50, 40), T=[50, 100, 200, 400, 800], L=[10, 40, 80],
                 C=[20, 50, 500, 5000], N=[1, 4, 16, 64]) + TARGET_SIZES),
+    "targets": list(TARGET_SIZES),
     "large": _unique(
         _sweeps(Size(1000, 32, 100, 200), T=[250, 500, 1000, 2000, 4000], L=[50, 200, 400],
                 C=[100, 1000, 10000], N=[8, 32, 128]) + TARGET_SIZES),
@@ -103,7 +104,8 @@ def check_size(size: Size, where: str = "size") -> Size:
 
 
 def load_grid(grid: str) -> list[Size]:
-    """A named grid (``small``, ``default``, ``large``) or a JSON/CSV file of T, N, C, L rows."""
+    """A named grid (``small``, ``default``, ``targets``, ``large``) or a JSON/CSV file of
+    T, N, C, L rows."""
     if grid in GRIDS:
         return list(GRIDS[grid])
     path = Path(grid)
@@ -400,7 +402,10 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int =
 
 
 def _ms(x) -> str:
-    return "" if x is None else f"{x * 1e3:.3g}"
+    if x is None:
+        return ""
+    ms = x * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
 
 
 def format_table(rows: list[dict]) -> str:
