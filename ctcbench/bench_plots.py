@@ -24,6 +24,14 @@ def _by_backend(rows) -> dict[str, list[dict]]:
     return out
 
 
+def _plain_log_ticks(axis) -> None:
+    """Log axis labelled 0.1, 0.2, 0.5, 1, 2, 5 ... instead of overlapping 10^x minor labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
     """Median time per call (min-max bars) against T*N*S cells, log-log, one colour per backend."""
     plt = _pyplot()
@@ -37,7 +45,8 @@ def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
         ax.errorbar(cells, med, yerr=[lo, hi], fmt="o", ms=4, capsize=2, label=name, alpha=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("DP cells T·N·S (S = 2L+1)")
+    _plain_log_ticks(ax.yaxis)
+    ax.set_xlabel("DP cells T·N·S (S = 2L+1); points stacked at one size are the C sweep")
     ax.set_ylabel("forward+backward time per call (ms)")
     ax.set_title("CTC forward+backward (log_softmax included): time vs size")
     ax.grid(True, which="both", alpha=0.3)
@@ -67,6 +76,7 @@ def plot_ratio_to_torch(rows: list[dict], path: Path) -> Path:
         ax.errorbar(x, y, xerr=[lo, hi], fmt="o", ms=4, capsize=2, label=name)
     ax.axvline(1.0, color="grey", lw=1, ls="--")
     ax.set_xscale("log")
+    _plain_log_ticks(ax.xaxis)
     ax.set_yticks(range(len(sizes)))
     ax.set_yticklabels([f"T={T} N={N} C={C} L={L}" for _, T, N, C, L in sizes], fontsize=8)
     ax.set_xlabel("time / torch time, same run (< 1: faster than torch)")
