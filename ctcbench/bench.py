@@ -286,12 +286,14 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
         ts = np.array(ts)
         row = rows[name]
         q25, median, q75 = np.percentile(ts, [25, 50, 75])
-        row.update(calls_per_measurement=number[name], time_median_s=median, time_min_s=ts.min(), time_max_s=ts.max(),
+        row.update(calls_per_measurement=number[name], times_s=ts.tolist(),
+                   time_median_s=median, time_min_s=ts.min(), time_max_s=ts.max(),
                    time_iqr_s=q75 - q25, ns_per_cell=median / size.cells * 1e9)
         if ref is not None:
             pair = ts / ref  # ratio within each repeat, same machine state
-            row.update(ratio_to_torch=float(np.median(pair)), ratio_min=float(pair.min()),
-                       ratio_max=float(pair.max()))
+            r25, r50, r75 = np.percentile(pair, [25, 50, 75])
+            row.update(ratio_to_torch=float(r50), ratio_min=float(pair.min()),
+                       ratio_q25=float(r25), ratio_q75=float(r75), ratio_max=float(pair.max()))
         if memory:
             peak = peak_rss_delta(lambda: ready[name].run(problem))
             row["peak_rss_mb"] = None if peak is None else peak / 2**20
