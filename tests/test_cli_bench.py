@@ -57,7 +57,7 @@ def test_baseline_regression_exits_non_zero_naming_backend_and_size(run, tmp_pat
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--grid", "nowhere.json"], "grid: expected one of small, default, large"),
+    (["--grid", "nowhere.json"], "grid: expected one of small, default, targets, large"),
     (["--fail-on", "speed:5%"], "fail-on: expected METRIC:PCT"),
     (["--fail-on", "time:5%"], "fail-on: expected a --baseline"),
     (["--backend", "nope"], "backend: expected one of"),
