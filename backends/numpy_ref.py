@@ -51,6 +51,17 @@ def extended_labels(targets: np.ndarray, target_lengths: np.ndarray, blank: int)
     return ext, valid, skip & valid
 
 
+def gather_states(x: np.ndarray, ext: np.ndarray) -> np.ndarray:
+    """``x (T, N, C)`` read at each sample's extended labels ``ext (N, S)`` -> ``(T, N, S)``.
+
+    One ``np.take`` over flat ``(n, class)`` columns: about twice as fast as the equivalent
+    3-D fancy index ``x[:, arange(N)[:, None], ext]``."""
+    T, N, C = x.shape
+    flat = (np.arange(N)[:, None] * C + ext).ravel()  # (N * S,)
+    return np.take(np.ascontiguousarray(x).reshape(T, N * C), flat, axis=1).reshape(
+        T, N, ext.shape[1])
+
+
 def _end_states(target_lengths: np.ndarray, S: int) -> np.ndarray:
     """``(N, S)`` bool: the final states ``S_n - 1`` and ``S_n - 2`` of each sample."""
     N = len(target_lengths)
@@ -319,7 +330,7 @@ def forward_backward(log_probs: np.ndarray, targets: np.ndarray, input_lengths: 
     T, N, C = log_probs.shape
     ext, _, _ = extended_labels(targets, target_lengths, blank)
     in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
-    lp_ext = log_probs[:, np.arange(N)[:, None], ext]  # (T, N, S)
+    lp_ext = gather_states(log_probs, ext)  # (T, N, S)
     emit = np.exp(np.where(in_frame[..., None], lp_ext, 0.0))  # padded frames may hold NaN
     return _forward_backward(emit, targets, input_lengths, target_lengths, blank=blank, C=C,
                              log_probs_of=lambda idx: log_probs[:, idx])
@@ -339,7 +350,7 @@ class NumpyBackend:
         np.exp(probs, out=probs)
         probs *= 1.0 / probs.sum(axis=2, keepdims=True)  # softmax, (T, N, C)
         ext, _, _ = extended_labels(problem.targets, problem.target_lengths, problem.blank)
-        emit = probs[:, np.arange(N)[:, None], ext]  # (T, N, S)
+        emit = gather_states(probs, ext)  # (T, N, S)
         fb = _forward_backward(emit, problem.targets, problem.input_lengths,
                                problem.target_lengths, blank=problem.blank, C=C,
                                log_probs_of=lambda idx: problem.log_probs()[:, idx])
