@@ -37,6 +37,9 @@ from ctcbench.problem import CTCProblem
 NEG_INF = -np.inf
 SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
 RESCALE_EVERY = 4  # frames between rescalings of the scaled recursions
+# Up to this many states per frame (N * S), forward and backward share one time loop: half
+# the NumPy calls, a few extra passes over (T, N, S). Measured crossover: about 2000-4000.
+ONE_LOOP_MAX_STATES = 4096
 
 
 def extended_labels(targets: np.ndarray, target_lengths: np.ndarray, blank: int):
@@ -151,9 +154,85 @@ def scatter_states(out: np.ndarray, state_post: np.ndarray, targets: np.ndarray,
     ufunc.at(out.reshape(-1), flat.ravel(), state_post[:, :, 1::2].ravel())  # (T, N, L) labels
 
 
-def _scaled_recursions(emit: np.ndarray, skip: np.ndarray, ends: np.ndarray,
+def _reverse_per_sample(x: np.ndarray, input_lengths: np.ndarray, S_n: np.ndarray,
+                        full: bool) -> np.ndarray:
+    """``x (T, N, S)`` with each sample's valid frames and states reversed:
+    ``out[t, n, s] = x[T_n - 1 - t, n, S_n - 1 - s]``, zero outside them."""
+    if full:
+        return x[::-1, :, ::-1]
+    T, N, S = x.shape
+    tt = input_lengths[None, :] - 1 - np.arange(T)[:, None]  # (T, N)
+    ss = S_n[:, None] - 1 - np.arange(S)[None, :]  # (N, S)
+    inside = (tt >= 0)[:, :, None] & (ss >= 0)[None]  # (T, N, S)
+    got = x[np.maximum(tt, 0)[:, :, None], np.arange(N)[None, :, None], np.maximum(ss, 0)[None]]
+    return np.where(inside, got, 0.0)
+
+
+def _one_loop(emit: np.ndarray, skip: np.ndarray, input_lengths: np.ndarray,
+              target_lengths: np.ndarray):
+    """Forward and backward in probability space, rescaled every ``RESCALE_EVERY`` frames,
+    in one time loop (for small batches, where NumPy's per-call cost dominates).
+
+    ``emit (T, N, S)`` emission probabilities (zero on invalid states). The backward pass is
+    the forward recursion of the reversed problem (frames and states reversed per sample), so
+    both run in one time loop over a stacked ``(2N, S)`` batch: half the NumPy calls, which is
+    what small problems pay for. Each step stores the pre-emission sum ``pre[t]`` (the sum
+    over allowed predecessors); ``alpha[t] = pre[t] * e[t]`` and the backward variables,
+    which exclude the emission at ``t``, are the reversed problem's ``pre`` read backwards.
+
+    Returns ``alpha_hat, log_scale_a, beta_hat, log_scale_b, min_norm`` where
+    ``log alpha = log alpha_hat + log_scale_a[..., None]`` (same for beta) on valid frames
+    and ``min_norm (N,)`` is the smallest normaliser a sample met. A row sum can grow at
+    most 3x per frame, so between rescalings it stays below ``3 ** RESCALE_EVERY``.
+    """
+    T, N, S = emit.shape
+    S_n = 2 * target_lengths + 1
+    full = bool((input_lengths == T).all() and (S_n == S).all())
+    skip_rev = np.zeros((N, S), dtype=bool)  # reversed: s'-2 -> s' iff skip[S_n + 1 - s']
+    src = S_n[:, None] + 1 - np.arange(S)[None, :]  # (N, S)
+    ok = (np.arange(S)[None, :] >= 2) & (src < S_n[:, None])
+    skip_rev[ok] = skip[np.nonzero(ok)[0], src[ok]]
+    skip2 = np.concatenate([skip, skip_rev]).astype(np.float64)  # (2N, S)
+    emit2 = np.concatenate([emit, _reverse_per_sample(emit, input_lengths, S_n, full)],
+                           axis=1)  # (T, 2N, S)
+
+    pre = np.empty((T, 2 * N, S))  # (T, 2N, S) pre-emission sums
+    post = np.zeros((2 * N, S + 2))  # state s at column s + 2; two zero states on the left
+    norm = np.ones((T, 2 * N))
+    for t in range(T):
+        row = pre[t]
+        if t == 0:
+            row[:] = 0.0
+            row[:, :2] = 1.0  # paths start in states 0 and 1 (reversed: the two end states)
+        else:
+            np.multiply(post[:, :-2], skip2, out=row)
+            row += post[:, 1:-1]
+            row += post[:, 2:]
+        np.multiply(row, emit2[t], out=post[:, 2:])
+        if t % RESCALE_EVERY == 0:
+            c = post.sum(axis=1)  # (2N,)
+            norm[t] = c
+            post *= (1.0 / np.maximum(c, 1e-300))[:, None]  # below SAFE_FLOOR anyway
+
+    in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N), both halves
+    in_frame2 = np.concatenate([in_frame, in_frame], axis=1)  # (T, 2N)
+    norm_used = np.where(in_frame2, norm, 1.0)  # rows past the last frame are never read
+    with np.errstate(divide="ignore"):  # a zero normaliser marks the sample unsafe
+        log_norm = np.log(norm_used)
+    scale = np.zeros((T, 2 * N))  # log scale of pre[t]: normalisers applied before t
+    scale[1:] = np.cumsum(log_norm, axis=0)[:-1]
+    alpha = pre[:, :N] * emit  # (T, N, S)
+    beta = _reverse_per_sample(pre[:, N:], input_lengths, S_n, full)  # (T, N, S)
+    log_scale_b = _reverse_per_sample(scale[:, N:, None], input_lengths, np.ones(N, int),
+                                      full)[:, :, 0]  # (T, N)
+    checked = np.where(in_frame, np.minimum(norm_used[:, :N], norm_used[:, N:]), np.inf)
+    return alpha, scale[:, :N], beta, log_scale_b, checked.min(axis=0, initial=np.inf)
+
+
+def _two_loops(emit: np.ndarray, skip: np.ndarray, ends: np.ndarray,
                        input_lengths: np.ndarray):
-    """Forward and backward in probability space, rescaled every ``RESCALE_EVERY`` frames.
+    """Forward and backward in probability space, rescaled every ``RESCALE_EVERY`` frames,
+    one time loop each (for large batches, where the per-call cost of NumPy is negligible).
 
     ``emit (T, N, S)`` emission probabilities (zero on invalid states). Returns
     ``alpha_hat, log_scale_a, beta_hat, log_scale_b, min_norm`` where
@@ -223,6 +302,15 @@ def _scaled_recursions(emit: np.ndarray, skip: np.ndarray, ends: np.ndarray,
             checked.min(axis=0, initial=np.inf))
 
 
+def _scaled_recursions(emit: np.ndarray, skip: np.ndarray, ends: np.ndarray,
+                       input_lengths: np.ndarray, target_lengths: np.ndarray):
+    """Both scaled recursions; see ``_one_loop`` and ``_two_loops`` for the contract."""
+    T, N, S = emit.shape
+    if N * S <= ONE_LOOP_MAX_STATES:
+        return _one_loop(emit, skip, input_lengths, target_lengths)
+    return _two_loops(emit, skip, ends, input_lengths)
+
+
 def _log_space(log_probs: np.ndarray, targets: np.ndarray, input_lengths: np.ndarray,
                target_lengths: np.ndarray, blank: int):
     """The log-space forward-backward: ``loss (N,), log_alpha, log_beta (T, N, S)``."""
@@ -289,7 +377,7 @@ def _forward_backward(emit_probs: np.ndarray, targets: np.ndarray, input_lengths
     in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
 
     alpha, log_sa, beta, log_sb, min_norm = _scaled_recursions(emit_probs, skip, ends,
-                                                               input_lengths)
+                                                               input_lengths, target_lengths)
     ab = alpha * beta  # (T, N, S) mass of paths through (t, s), scaled
     ab_sum = ab.sum(axis=2)  # (T, N)
     keep = in_frame & feasible[None, :]  # (T, N) frames with a defined posterior

@@ -9,7 +9,16 @@ import pytest
 from conftest import random_problem
 from ctcbench import CTCProblem, get_backend
 from ctcbench import oracles
+from ctcbench.backends import numpy_ref
 from ctcbench.backends.numpy_ref import NumpyBackend, forward_backward
+
+
+@pytest.fixture(params=["one_loop", "two_loops"], autouse=True)
+def loop_form(request, monkeypatch):
+    """Every test runs with forward and backward in one shared time loop and in two loops."""
+    monkeypatch.setattr(numpy_ref, "ONE_LOOP_MAX_STATES",
+                        10**9 if request.param == "one_loop" else -1)
+    return request.param
 
 
 def _brute(problem: CTCProblem):
