@@ -1,9 +1,9 @@
 """Backend ``numpy``: the float64 forward-backward reference (Graves et al. 2006).
 
 Pure NumPy, no torch. Vectorised over the batch and the extended-label states; the only
-Python loops are over time. Recursions, per sample, over the extended labels ``z``
-(``S = 2L + 1`` states: blank, l1, blank, l2, ..., blank) with emissions
-``e[t, s] = p_t(z_s)``::
+Python loops are over time (one shared loop for small batches, see ``_one_loop``).
+Recursions, per sample, over the extended labels ``z`` (``S = 2L + 1`` states: blank, l1,
+blank, l2, ..., blank) with emissions ``e[t, s] = p_t(z_s)``::
 
     alpha[0, s] = e[0, s]                            for s in {0, 1}
     alpha[t, s] = e[t, s] * (alpha[t-1, s] + alpha[t-1, s-1] + alpha[t-1, s-2] if skip[s])
@@ -97,14 +97,13 @@ class ForwardBackward:
     log_space:   ``(N,)`` bool, samples computed by the log-space path.
     """
 
-    def __init__(self, loss, extended, state_posterior, targets, target_lengths, blank, C,
-                 scaled_tables, log_tables, log_space):
+    def __init__(self, loss, extended, state_posterior, targets, blank, C, scaled_tables,
+                 log_tables, log_space):
         self.loss = loss
         self.extended = extended
         self.state_posterior = state_posterior
         self.log_space = log_space
-        self._targets, self._target_lengths, self._blank, self._C = (
-            targets, target_lengths, blank, C)
+        self._targets, self._blank, self._C = targets, blank, C  # for class_posterior
         self._scaled = scaled_tables  # (alpha_hat, log_scale_a, beta_hat, log_scale_b)
         self._log = log_tables  # {n: (log_alpha (T, S), log_beta (T, S))} for log-space samples
 
@@ -395,7 +394,8 @@ def _forward_backward(emit_probs: np.ndarray, targets: np.ndarray, input_lengths
         with np.errstate(divide="ignore"):
             loss[has] = -(log_sa[last_t[has], batch[has]] + np.log(final))
     # Samples whose scaled quantities went near underflow are recomputed in log space.
-    unsafe = has & ((min_norm < SAFE_FLOOR) | (ab_sum_kept.min(axis=0, initial=np.inf) < SAFE_FLOOR))
+    smallest = np.minimum(min_norm, ab_sum_kept.min(axis=0, initial=np.inf))  # (N,)
+    unsafe = has & (smallest < SAFE_FLOOR)
     log_tables = {}
     if unsafe.any():
         idx = np.flatnonzero(unsafe)
@@ -405,7 +405,7 @@ def _forward_backward(emit_probs: np.ndarray, targets: np.ndarray, input_lengths
         post = np.exp(l_alpha + l_beta + np.where(np.isfinite(l_loss), l_loss, 0.0)[None, :, None])
         state_post[:, idx] = np.where(keep[:, idx, None], post, 0.0)
         log_tables = {int(n): (l_alpha[:, i], l_beta[:, i]) for i, n in enumerate(idx)}
-    return ForwardBackward(loss, ext, state_post, targets, target_lengths, blank, C,
+    return ForwardBackward(loss, ext, state_post, targets, blank, C,
                            (alpha, log_sa, beta, log_sb), log_tables, unsafe)
 
 
@@ -416,6 +416,7 @@ def forward_backward(log_probs: np.ndarray, targets: np.ndarray, input_lengths: 
     ``targets`` is padded ``(N, L)``; frames past ``input_lengths`` are never read.
     """
     T, N, C = log_probs.shape
+    targets = np.where(np.arange(targets.shape[1])[None] < target_lengths[:, None], targets, blank)
     ext, _, _ = extended_labels(targets, target_lengths, blank)
     in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
     lp_ext = gather_states(log_probs, ext)  # (T, N, S)

@@ -58,7 +58,8 @@ def backends(fmt):
 @click.option("--backend", "backend_names", multiple=True, metavar="NAME",
               help="Backend to time (repeatable); default every registered one. "
                    "torch is always timed too, as the reference for ratios.")
-@click.option("--grid", default="default", show_default=True, metavar="small|default|targets|large|FILE",
+@click.option("--grid", default="default", show_default=True,
+              metavar="small|default|targets|large|FILE",
               help="Named size grid, or a JSON/CSV file of T,N,C,L rows.")
 @click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed measurements per backend and size (after one warm-up call).")

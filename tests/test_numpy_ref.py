@@ -82,7 +82,8 @@ def test_uniform_closed_form_for_long_sequences():
     target_lengths = np.array([140, 140])
     problem = CTCProblem(np.zeros((T, 2, C)), targets, np.array([T, 2500]), target_lengths)
     result = get_backend("numpy").run(problem)
-    expected = [oracles.uniform_loss(3000, C, targets[0]), oracles.uniform_loss(2500, C, targets[1])]
+    expected = [oracles.uniform_loss(3000, C, targets[0]),
+                oracles.uniform_loss(2500, C, targets[1])]
     np.testing.assert_allclose(result.loss, expected, rtol=1e-9)
 
 
