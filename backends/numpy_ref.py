@@ -143,6 +143,8 @@ def scatter_states(out: np.ndarray, state_post: np.ndarray, targets: np.ndarray,
     """
     T, N, S = state_post.shape
     C = out.shape[2]
+    if not out.flags.c_contiguous:  # reshape(-1) would copy and the update would be lost
+        raise ValueError(f"out: expected a C-contiguous array, got strides {out.strides}")
     blank_mass = state_post[:, :, 0::2].sum(axis=-1)  # (T, N)
     if subtract:
         out[:, :, blank] -= blank_mass
@@ -438,10 +440,12 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def run(self, problem: CTCProblem) -> "NumpyResult":
+    def run(self, problem: CTCProblem, *, grad_weights=None) -> "NumpyResult":
+        """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient."""
         T, N, C, _ = problem.shape
         frame_mask = problem.frame_mask  # (T, N)
-        probs = np.array(problem.logits, dtype=np.float64)  # (T, N, C) working buffer
+        # (T, N, C) working buffer; C order, since the scatter below writes through a flat view
+        probs = np.array(problem.logits, dtype=np.float64, order="C")
         probs[~frame_mask] = 0.0  # padded frames may hold NaN
         probs -= probs.max(axis=2, keepdims=True)
         np.exp(probs, out=probs)
@@ -456,6 +460,8 @@ class NumpyBackend:
         scatter_states(grad, fb.state_posterior, problem.targets, blank=problem.blank,
                        subtract=True)
         grad[~(frame_mask & np.isfinite(fb.loss)[None, :])] = 0.0
+        if grad_weights is not None:
+            grad *= np.asarray(grad_weights, dtype=np.float64)[None, :, None]
         return NumpyResult(fb.loss, grad, fb)
 
 

@@ -40,11 +40,13 @@ class TorchBackend:
         self.torch = _import_torch()
 
     def _inputs(self, problem: CTCProblem):
-        """(targets, input_lengths, target_lengths) in the form this path needs."""
+        """(targets, input_lengths, target_lengths) in the form this path needs: the caller's
+        layout (padded or concatenated) and index dtype (int32 or int64), as given."""
         torch = self.torch
-        return (torch.from_numpy(problem.targets).to(self.device),
-                torch.from_numpy(problem.input_lengths).to(self.device),
-                torch.from_numpy(problem.target_lengths).to(self.device))
+        targets = (problem.concatenated_targets() if problem.target_layout == "concatenated"
+                   else problem.targets)
+        return tuple(torch.from_numpy(x.astype(problem.index_dtype)).to(self.device)
+                     for x in (targets, problem.input_lengths, problem.target_lengths))
 
     def _check(self, problem: CTCProblem) -> None:
         if problem.dtype not in self.dtypes:
@@ -58,7 +60,8 @@ class TorchBackend:
     def _verify(self, loss) -> None:
         """Hook for backends that must prove which kernel ran."""
 
-    def run(self, problem: CTCProblem) -> BackendResult:
+    def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
+        """``grad_weights (N,)``: upstream gradient fed to ``backward`` (default ones)."""
         self._check(problem)
         torch = self.torch
         dtype = getattr(torch, problem.dtype)
@@ -68,14 +71,16 @@ class TorchBackend:
         loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)  # (N,)
         self._verify(loss)
         notes = []
+        upstream = (torch.ones_like(loss) if grad_weights is None else
+                    torch.as_tensor(grad_weights, dtype=loss.dtype, device=loss.device))  # (N,)
         finite = torch.isfinite(loss)
         if not bool(finite.all()):
             # torch puts NaN in the gradient of an infinite loss even when it is masked out;
             # its documented remedy is zero_infinity=True, so take the gradient that way.
             notes.append("gradient taken with zero_infinity=True (infinite losses present)")
-            self._ctc(log_probs, inputs, problem.blank, zero_infinity=True).sum().backward()
+            self._ctc(log_probs, inputs, problem.blank, zero_infinity=True).backward(upstream)
         else:
-            loss.sum().backward()
+            loss.backward(upstream)
         grad_lp = log_probs.grad  # (T, N, C) torch's convention: exp(log_probs) - gamma
         valid = torch.from_numpy(problem.frame_mask).to(self.device)[..., None]  # (T, N, 1)
         # Chain rule through log_softmax, valid frames only: g - softmax * sum_c g.

@@ -3,6 +3,7 @@
 Importing ctcbench imports NumPy only; torch and every other framework load when a backend
 that needs them is asked for.
 """
+from ctcbench.doctor import diagnose
 from ctcbench.problem import CTCProblem
 from ctcbench.reduction import reduce_loss
 from ctcbench.registry import (
@@ -23,6 +24,7 @@ __all__ = [
     "BackendUnavailable",
     "CTCProblem",
     "UnsupportedProblem",
+    "diagnose",
     "get_backend",
     "list_backends",
     "reduce_loss",

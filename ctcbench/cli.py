@@ -54,6 +54,102 @@ def backends(fmt):
         click.echo(f"{i.name:<{width}}  {status:<11}  {i.source:<7}{why}")
 
 
+@cli.command("cases")
+@click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False),
+              help="Folder of .toml/.json case files to list instead of the built-in library.")
+@format_option("table", "json")
+@library_errors
+def cases_cmd(case_dirs, fmt):
+    """List the edge cases: family, oracle, dtypes and what each one checks."""
+    from ctcbench.case_library import describe, load_cases
+    from ctcbench.results import to_json
+    rows = describe(load_cases(case_dirs or None))
+    if fmt == "json":
+        click.echo(to_json(rows, indent=1))
+        return
+    names = [f"{r['family']}/{r['name']}" for r in rows]
+    width = max(len(n) for n in names)
+    for name, r in zip(names, rows):
+        click.echo(f"{name:<{width}}  {r['oracle']:<12}  {r['description']}")
+
+
+@cli.command("compare")
+@click.option("--backend", "backends", multiple=True, metavar="NAME",
+              help="Backend to check (repeatable); default every registered backend.")
+@click.option("--case", "case_globs", multiple=True, metavar="GLOB",
+              help="Case name or glob, also family/name (repeatable); default all.")
+@click.option("--dtype", "dtypes", multiple=True,
+              type=click.Choice(["float16", "bfloat16", "float32", "float64"]),
+              help="Only these dtypes (repeatable); default each case's own list.")
+@click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False),
+              help="Folder of .toml/.json case files to use instead of the built-in library.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run folder; default reports/compare-<UTC time>.")
+@click.option("--resume", is_flag=True, help="Keep the rows already in --out; run the rest.")
+@click.option("--plot/--no-plot", default=True, show_default=True,
+              help="Save margins.png (error / tolerance per case and backend) in the run folder.")
+@format_option("table", "json", "csv")
+@library_errors
+def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt):
+    """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
+    from ctcbench.compare import compare, df_records, format_table, summarize
+    from ctcbench.results import to_json
+    if resume and out is None:
+        raise click.UsageError("--resume needs --out (the run folder to continue)")
+    df = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
+                 case_dirs=case_dirs or None, out=out, resume=resume, plot=plot)
+    summary = summarize(df)
+    if fmt == "json":
+        click.echo(to_json({"summary": summary, "rows": df_records(df)}, indent=1))
+    elif fmt == "csv":
+        click.echo(df.to_csv(index=False), nl=False)
+    else:
+        click.echo(format_table(df))
+    if summary["failed"]:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@format_option("table", "json")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 on warnings too (default: only on errors; info notes never fail).")
+@click.option("--explain-perfect-vs-blank", "explain", is_flag=True,
+              help="Score all-blank and perfect predictions for FILE's shapes under each "
+                   "convention instead of diagnosing.")
+@click.option("--blank", type=int, default=None,
+              help="Blank index the loss uses  [default: FILE's 'blank', else 0]")
+@click.option("--layout", type=click.Choice(["TNC", "NTC"]), default="TNC", show_default=True,
+              help="Layout the loss expects the values in (torch's ctc_loss: TNC).")
+@click.option("--reduction", type=click.Choice(["mean", "sum", "none"]), default="mean",
+              show_default=True, help="Reduction the loss uses.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write a PNG of the first samples' frames (probabilities, blank, "
+                   "greedy emissions).")
+@library_errors
+def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
+    """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
+    from ctcbench.doctor import diagnose
+    from ctcbench.doctor_explain import explain_perfect_vs_blank
+    from ctcbench.doctor_load import load_inputs
+    from ctcbench.results import to_json
+    inputs = load_inputs(file)
+    if blank is not None:
+        inputs["blank"] = blank
+    if explain:
+        result = explain_perfect_vs_blank(**inputs, layout=layout)
+    else:
+        result = diagnose(**inputs, layout=layout, reduction=reduction)
+    click.echo(to_json(result.to_dict(), indent=2) if fmt == "json" else result.format_table())
+    if plot_path:
+        from ctcbench.doctor_plot import plot_frames
+        click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)
+    if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
+        raise SystemExit(1)
+
+
 @cli.command()
 @click.option("--backend", "backend_names", multiple=True, metavar="NAME",
               help="Backend to time (repeatable); default every registered one. "

@@ -59,6 +59,10 @@ class CTCProblem:
       target_lengths: ``(N,)`` labels per sample, ``<= L``.
       blank: index of the blank class in ``[0, C)``.
 
+    The targets are stored padded int64 whatever form they came in; ``target_layout``
+    (``"padded"`` or ``"concatenated"``) and ``index_dtype`` (``"int32"`` or ``"int64"``)
+    remember the caller's form, so adapters that take both can hand it on unchanged.
+
     Attributes:
       logits: ``(T, N, C)`` NumPy array in the given dtype (bfloat16 is held as float32).
       dtype: name of the dtype the caller asked for, e.g. ``"float32"`` or ``"bfloat16"``.
@@ -81,6 +85,7 @@ class CTCProblem:
         target_lengths = _int_vector(target_lengths, "target_lengths", N)
         _expect(bool((input_lengths <= T).all()), "input_lengths",
                 f"values <= T = {T}", input_lengths.tolist())
+        target_layout, index_dtype = self._target_form(targets)
         targets = self._padded_targets(targets, target_lengths, N)
 
         L = targets.shape[1]
@@ -105,6 +110,16 @@ class CTCProblem:
         self.input_lengths = input_lengths
         self.target_lengths = target_lengths
         self.blank = int(blank)
+        self.target_layout = target_layout
+        self.index_dtype = index_dtype
+
+    @staticmethod
+    def _target_form(targets) -> tuple[str, str]:
+        """(layout, index dtype) of the targets as the caller gave them."""
+        arr, dtype = _to_numpy(targets, "targets")
+        layout = "concatenated" if arr.ndim == 1 else "padded"
+        narrow = dtype in ("int32", "int16", "int8", "uint8", "uint16")
+        return layout, ("int32" if narrow else "int64")
 
     @staticmethod
     def _padded_targets(targets, target_lengths: np.ndarray, N: int) -> np.ndarray:
@@ -169,8 +184,10 @@ class CTCProblem:
 
     def with_logits(self, logits) -> "CTCProblem":
         """The same targets and lengths with other logits (e.g. another dtype)."""
-        return CTCProblem(logits, self.targets, self.input_lengths, self.target_lengths,
-                          blank=self.blank)
+        problem = CTCProblem(logits, self.targets, self.input_lengths, self.target_lengths,
+                             blank=self.blank)
+        problem.target_layout, problem.index_dtype = self.target_layout, self.index_dtype
+        return problem
 
     def __repr__(self) -> str:
         T, N, C, L = self.shape

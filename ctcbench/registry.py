@@ -4,6 +4,9 @@ A backend is any object with ``run(problem) -> result`` where ``result`` has
   loss:        ``(N,)`` per-sequence loss (``+inf`` where the target is infeasible);
   grad_logits: ``(T, N, C)`` gradient of the sum of the finite losses w.r.t. the logits,
                zero on padded frames and for infeasible samples.
+A backend may also accept ``run(problem, *, grad_weights=w)``, ``w (N,)`` the upstream
+gradient of each loss (e.g. a reduction's weights); it then returns the gradient of
+``sum(w * loss)``. Drivers test this only where ``run`` declares the keyword.
 Constructing a backend must be cheap and must raise :class:`BackendUnavailable` when it
 cannot run here (package missing, no GPU). Third parties register a class or zero-argument
 factory under the entry-point group ``ctcbench.backends``; the entry point's name is the
@@ -41,6 +44,7 @@ class BackendResult:
     grad_logits: np.ndarray  # (T, N, C) float64
     compute_dtype: str | None = None  # the dtype the backend really computed in
     notes: list[str] = field(default_factory=list)
+    raw: object = field(default=None, repr=False)  # what the backend returned, with any extras
 
 
 # name -> "module:attribute" (a class or zero-argument factory). Built-ins go through the same
@@ -102,8 +106,9 @@ class Backend:
         self.name = name
         self.impl = impl
 
-    def run(self, problem) -> "BackendResult":
-        return as_result(self.impl.run(problem), problem)
+    def run(self, problem, **kwargs) -> "BackendResult":
+        """``kwargs`` go to the implementation (e.g. ``grad_weights`` where it takes them)."""
+        return as_result(self.impl.run(problem, **kwargs), problem)
 
     def __getattr__(self, attr):  # anything else a backend offers (e.g. posteriors)
         return getattr(self.impl, attr)
@@ -152,7 +157,7 @@ def as_result(raw, problem) -> BackendResult:
     if grad.shape != (T, N, C):
         raise ValueError(f"backend result grad_logits: expected shape {(T, N, C)}, got {grad.shape}")
     return BackendResult(loss, grad, getattr(raw, "compute_dtype", None),
-                         list(getattr(raw, "notes", []) or []))
+                         list(getattr(raw, "notes", []) or []), raw=raw)
 
 
 def _numpy(x):

@@ -38,6 +38,42 @@ def rng():
     return np.random.default_rng(1234)
 
 
+def spike_paths(problem: CTCProblem) -> np.ndarray:
+    """``(T, N)`` class per frame of a trained model's alignment: one-frame label spikes,
+    evenly spaced, blank elsewhere (or the minimal path stretched when frames are scarce)."""
+    T, N, _, _ = problem.shape
+    blank = problem.blank
+    paths = np.full((T, N), blank, dtype=np.int64)
+    for n in range(N):
+        y = problem.targets[n, : problem.target_lengths[n]].tolist()
+        length = int(problem.input_lengths[n])
+        if not y:
+            continue
+        if length >= 2 * len(y):
+            for k, label in enumerate(y):
+                paths[int((k + 0.5) * length / len(y)), n] = label
+            continue
+        minimal = []
+        for k, label in enumerate(y):
+            minimal += [blank, label] if k and label == y[k - 1] else [label]
+        paths[:length, n] = [minimal[t * len(minimal) // length] for t in range(length)]
+    return paths
+
+
+def trained_log_probs(rng: np.random.Generator, problem: CTCProblem, *, peak: float = 8.0,
+                      noise: float = 1.0, paths: np.ndarray | None = None) -> np.ndarray:
+    """``(T, N, C)`` log_softmax of noisy logits peaked on ``paths`` (default: spike paths),
+    like a trained model's output; padded frames hold NaN."""
+    T, N, C, _ = problem.shape
+    paths = spike_paths(problem) if paths is None else paths
+    logits = rng.normal(size=(T, N, C)) * noise  # (T, N, C)
+    logits[np.arange(T)[:, None], np.arange(N)[None, :], paths] += peak
+    logits -= logits.max(-1, keepdims=True)
+    lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    lp[~problem.frame_mask] = np.nan
+    return lp
+
+
 @pytest.fixture
 def tiny_grid(tmp_path):
     """A one-size bench grid file (JSON), fast enough for the CLI tests."""

@@ -105,3 +105,15 @@ def test_forward_backward_tables_agree_with_brute_force():
         assert -np.logaddexp.reduce(final) == pytest.approx(loss[n], rel=1e-9)
         assert np.logaddexp.reduce(fb.log_alpha[0, n] + fb.log_beta[0, n]) == pytest.approx(
             -loss[n], rel=1e-9)
+
+
+def test_non_contiguous_logits_give_the_brute_force_gradient():
+    """Logits in a permuted memory layout (e.g. after x[..., order]) still get the exact gradient."""
+    rng = np.random.default_rng(31)
+    logits = np.ascontiguousarray(rng.normal(size=(4, 2, 6)).transpose(2, 1, 0)[..., [3, 0, 1, 2]])
+    logits = np.asfortranarray(logits)  # (T, N, C) = (6, 2, 4), not C-contiguous
+    problem = CTCProblem(logits, np.array([[0, 2, 2], [1, 3, 3]]), np.array([6, 4]),
+                         np.array([3, 1]), blank=3)
+    assert not problem.logits.flags.c_contiguous
+    _check_against_brute(problem)
+

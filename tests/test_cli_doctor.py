@@ -1,0 +1,108 @@
+"""`ctcbench doctor` through the real CLI: tables, JSON, exit status, clean errors."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from ctcbench.cli import cli
+
+from conftest import random_problem, spike_paths, trained_log_probs
+
+
+@pytest.fixture
+def batch(rng):
+    """A healthy trained-like batch as a dict of arrays."""
+    p = random_problem(rng, T=50, N=6, C=10, L=5, full_length=True, garbage=False)
+    return p, dict(log_probs=trained_log_probs(rng, p), targets=p.targets,
+                   input_lengths=p.input_lengths, target_lengths=p.target_lengths)
+
+
+def _run(*args):
+    return CliRunner().invoke(cli, ["doctor", *map(str, args)])
+
+
+def test_clean_file_exits_zero_with_a_table(tmp_path, batch):
+    """A well-formed .npz: exit 0 and 'no problems found'."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    result = _run(tmp_path / "ok.npz")
+    assert result.exit_code == 0, result.output
+    assert "no problems found" in result.output and "T=50 N=6 C=10" in result.output
+
+
+def test_error_finding_exits_one_and_json_names_the_code(tmp_path, batch):
+    """Softmax output saved as log_probs: exit 1; JSON lists probabilities-not-log first."""
+    arrays = dict(batch[1], log_probs=np.exp(batch[1]["log_probs"]))
+    np.savez(tmp_path / "bad.npz", **arrays)
+    result = _run(tmp_path / "bad.npz", "--format", "json")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["ok"] is False
+    assert [f["code"] for f in report["findings"]] == ["probabilities-not-log"]
+    assert set(report["findings"][0]) >= {"code", "severity", "message", "evidence", "fix"}
+
+
+def test_warning_fails_only_with_strict(tmp_path, batch):
+    """A blank plateau is a warning: exit 0 by default, 1 with --strict."""
+    p, arrays = batch
+    rng = np.random.default_rng(0)
+    arrays = dict(arrays, log_probs=trained_log_probs(rng, p, paths=np.zeros((50, 6), int)))
+    torch.save({k: torch.from_numpy(np.asarray(v)) for k, v in arrays.items()},
+               tmp_path / "plateau.pt")
+    assert _run(tmp_path / "plateau.pt").exit_code == 0
+    result = _run(tmp_path / "plateau.pt", "--strict")
+    assert result.exit_code == 1 and "blank-collapse" in result.output
+
+
+def test_blank_and_layout_options_override(tmp_path, batch):
+    """--blank and --layout reach the diagnosis: a wrong --blank is flagged, NTC data passes
+    with --layout NTC and is flagged without it."""
+    p, arrays = batch
+    np.savez(tmp_path / "ok.npz", **arrays)
+    assert "blank-index" in _run(tmp_path / "ok.npz", "--blank", 9).output
+    np.savez(tmp_path / "ntc.npz", **dict(arrays, log_probs=arrays["log_probs"].transpose(1, 0, 2)))
+    assert _run(tmp_path / "ntc.npz", "--layout", "NTC").exit_code == 0
+    result = _run(tmp_path / "ntc.npz")
+    assert result.exit_code == 1 and "layout" in result.output
+
+
+def test_explain_perfect_vs_blank_table_and_json(tmp_path, batch):
+    """--explain-perfect-vs-blank on a one-hot softmax file shows the inverted row as yours."""
+    p, arrays = batch
+    onehot = np.eye(10)[spike_paths(p)]
+    np.savez(tmp_path / "fsdl.npz", **dict(arrays, log_probs=onehot))
+    result = _run(tmp_path / "fsdl.npz", "--explain-perfect-vs-blank")
+    assert result.exit_code == 0, result.output
+    assert "INVERTED  <- your inputs" in result.output
+    data = json.loads(_run(tmp_path / "fsdl.npz", "--explain-perfect-vs-blank", "--format",
+                           "json").output)
+    mine = [s for s in data["scenarios"] if s["yours"]]
+    assert [s["name"] for s in mine] == ["probs as log_probs"] and mine[0]["inverted"]
+
+
+@pytest.mark.parametrize("setup, message", [
+    (lambda d: (d / "x.npz").write_bytes(b"junk"), "x.npz: expected a NumPy .npz archive"),
+    (lambda d: None, "FILE: expected an existing .npz or .pt file"),
+    (lambda d: np.savez(d / "x.npz", log_probs=np.zeros((3, 2))), "missing or ambiguous"),
+    (lambda d: np.savez(d / "x.npz", log_probs=np.zeros((4, 3, 5)), targets=np.ones((2, 1), int),
+                        input_lengths=np.array([4, 4]), target_lengths=np.array([1, 1])),
+     "log_probs: expected a batch axis of size N = 2"),
+])
+def test_bad_files_give_one_error_line_not_a_traceback(tmp_path, setup, message):
+    """Unreadable, missing or malformed files: exit 1, 'Error: ...', no traceback."""
+    setup(tmp_path)
+    result = _run(tmp_path / "x.npz")
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output
+    assert result.output.startswith("Error: ")
+
+
+def test_plot_option_writes_a_png(tmp_path, batch):
+    """--plot writes a PNG of the frames next to the report."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    result = _run(tmp_path / "ok.npz", "--plot", tmp_path / "frames.png")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "frames.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

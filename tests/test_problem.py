@@ -1,0 +1,93 @@
+"""CTCProblem: conversions and the validation every backend relies on."""
+import numpy as np
+import pytest
+import torch
+
+from ctcbench import CTCProblem
+
+
+def ok_inputs(T=5, N=2, C=4):
+    logits = np.zeros((T, N, C), dtype=np.float32)
+    targets = np.array([[1, 2, 3], [2, 2, 0]])
+    return logits, targets, np.array([5, 4]), np.array([3, 2])
+
+
+def test_padded_and_concatenated_targets_agree():
+    """A concatenated 1-D target is split by target_lengths into the padded form."""
+    logits, targets, il, tl = ok_inputs()
+    padded = CTCProblem(logits, targets, il, tl)
+    concat = CTCProblem(logits, np.array([1, 2, 3, 2, 2]), il, tl)
+    assert np.array_equal(padded.targets, concat.targets)
+    assert concat.concatenated_targets().tolist() == [1, 2, 3, 2, 2]
+
+
+def test_padding_entries_are_ignored_even_if_invalid():
+    """Target entries past target_lengths may hold anything, even the blank or -1."""
+    logits, _, il, tl = ok_inputs()
+    p = CTCProblem(logits, np.array([[1, 2, 3], [2, 2, -1]]), il, tl)
+    assert p.targets[1].tolist()[:2] == [2, 2]
+
+
+def test_nan_in_padded_frames_is_accepted():
+    """NaN garbage beyond input_lengths is not an error."""
+    logits, targets, il, tl = ok_inputs()
+    logits[4:, 1] = np.nan
+    CTCProblem(logits, targets, il, tl)
+
+
+def test_torch_tensors_and_bfloat16_are_accepted():
+    """torch tensors convert to NumPy; bfloat16 keeps its name and float32 values."""
+    logits, targets, il, tl = ok_inputs()
+    p = CTCProblem(torch.from_numpy(logits).bfloat16(), torch.from_numpy(targets),
+                   torch.from_numpy(il), torch.from_numpy(tl))
+    assert p.dtype == "bfloat16" and p.logits.dtype == np.float32
+    assert p.shape == (5, 2, 4, 3)
+
+
+def test_repeats_and_feasibility():
+    """A target needs one frame per label plus one per adjacent repeat."""
+    logits = np.zeros((3, 2, 4))
+    p = CTCProblem(logits, np.array([[1, 1], [1, 2]]), [3, 2], [2, 2])
+    assert p.repeats().tolist() == [1, 0]
+    assert p.feasible().tolist() == [True, True]
+    p = CTCProblem(logits, np.array([[1, 1], [1, 2]]), [2, 1], [2, 2])
+    assert p.feasible().tolist() == [False, False]
+
+
+@pytest.mark.parametrize("change, argument, fragment", [
+    (dict(logits=np.zeros((5, 4))), "logits", "3-D"),
+    (dict(logits=np.zeros((5, 2, 4), dtype=np.int64)), "logits", "float dtype"),
+    (dict(logits=np.zeros((5, 0, 4))), "logits", "non-empty batch"),
+    (dict(input_lengths=np.array([5, -1])), "input_lengths", "non-negative"),
+    (dict(input_lengths=np.array([6, 4])), "input_lengths", "<= T = 5"),
+    (dict(input_lengths=np.array([5])), "input_lengths", "shape (2,)"),
+    (dict(input_lengths=np.array([5.0, 4.0])), "input_lengths", "integer"),
+    (dict(target_lengths=np.array([4, 2])), "target_lengths", "<= padded target width"),
+    (dict(target_lengths=np.array([3, -2])), "target_lengths", "non-negative"),
+    (dict(targets=np.array([[1, 2, 4], [2, 2, 0]])), "targets", "labels in [0, 4)"),
+    (dict(targets=np.array([[1, 0, 3], [2, 2, 0]])), "targets", "no label equal to blank=0"),
+    (dict(targets=np.array([1, 2, 3, 2])), "targets", "sum(target_lengths) = 5"),
+    (dict(targets=np.array([[1, 2, 3]])), "targets", "2 rows"),
+    (dict(blank=4), "blank", "[0, 4)"),
+    (dict(blank=-1), "blank", "[0, 4)"),
+    (dict(blank=1.0), "blank", "an int"),
+])
+def test_bad_input_names_the_argument(change, argument, fragment):
+    """Each malformed argument gets a ValueError that names it and says what was expected."""
+    logits, targets, il, tl = ok_inputs()
+    kwargs = dict(logits=logits, targets=targets, input_lengths=il, target_lengths=tl)
+    blank = change.pop("blank", 0)
+    kwargs.update(change)
+    with pytest.raises(ValueError) as err:
+        CTCProblem(**kwargs, blank=blank)
+    message = str(err.value)
+    assert message.startswith(f"{argument}: expected") and fragment in message, message
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_valid_frame_is_rejected(bad):
+    """NaN or inf inside a valid frame is an error that says where."""
+    logits, targets, il, tl = ok_inputs()
+    logits[3, 1, 2] = bad
+    with pytest.raises(ValueError, match=r"logits: expected finite .* t=3, n=1"):
+        CTCProblem(logits, targets, il, tl)
