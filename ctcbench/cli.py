@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+from pathlib import Path
 
 import click
 
@@ -135,6 +137,12 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
     from ctcbench.doctor_explain import explain_perfect_vs_blank
     from ctcbench.doctor_load import load_inputs
     from ctcbench.results import to_json
+    if plot_path:  # before any work, so a bad path cannot fail a clean diagnosis at the end
+        folder = Path(plot_path).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise click.ClickException(f"--plot: expected a PNG path in an existing, writable "
+                                   f"folder, got {plot_path!r} ({folder} "
+                                   f"{'is not writable' if folder.is_dir() else 'does not exist'})")
     inputs = load_inputs(file)
     if blank is not None:
         inputs["blank"] = blank
@@ -148,6 +156,46 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
         click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)
     if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
         raise SystemExit(1)
+
+
+@cli.command()
+@click.option("--backend", "backend_names", multiple=True, metavar="NAME",
+              help="Backend to time (repeatable); default every registered one. "
+                   "torch is always timed too, as the reference for ratios.")
+@click.option("--grid", default="default", show_default=True,
+              metavar="small|default|targets|large|FILE",
+              help="Named size grid, or a JSON/CSV file of T,N,C,L rows.")
+@click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed measurements per backend and size (after one warm-up call).")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Threads for torch and NumPy's BLAS.")
+@click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64",
+              show_default=True, help="Logits dtype handed to every backend.")
+@format_option("table", "json", "csv")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run folder (default reports/bench-<UTC time>); an existing one resumes.")
+@click.option("--baseline", type=click.Path(exists=True), default=None,
+              help="A saved bench run (folder, rows.jsonl, bench.json or bench.csv).")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="METRIC:PCT",
+              help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
+                   "over the baseline, e.g. time:20%.")
+@library_errors
+def bench(backend_names, grid, repeat, threads, dtype, fmt, out, baseline, fail_on):
+    """Time forward+backward and peak memory of every backend over a size grid."""
+    from ctcbench.bench import bench as run_bench, format_table
+    from ctcbench.results import to_json
+    report = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
+                       dtype=dtype, out=out, baseline=baseline, fail_on=fail_on)
+    if fmt == "json":
+        click.echo(to_json(report.rows, indent=2))
+    elif fmt == "csv":
+        click.echo((report.run_dir / "bench.csv").read_text(), nl=False)
+    else:
+        click.echo(format_table(report.rows))
+    click.echo(f"results and plots in {report.run_dir}"
+               + (f" ({report.resumed} sizes resumed)" if report.resumed else ""), err=True)
+    if report.regressions:
+        raise click.ClickException("\n".join(report.regressions))
 
 
 def main():

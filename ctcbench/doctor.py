@@ -481,7 +481,7 @@ def _check_targets(inp: Inputs, blank_finding: Finding | None) -> list[Finding]:
             f"(in {len(set(w[0] for w in where))} samples); CTC cannot emit a blank as a label.",
             {"blank": inp.blank, "count": len(where), "positions": [list(w) for w in where]},
             fix))
-        if blank_finding is not None and blank_finding.evidence["model_blank"] != inp.blank:
+        if blank_finding is not None and blank_finding.severity == "error":
             blank_finding.explains.append("target-contains-blank")
     return findings
 
@@ -510,8 +510,11 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
         return None
     if valid.sum() < MIN_FRAMES:
         return None
-    argmax = lp.argmax(-1)[valid]  # (F,)
-    share = np.bincount(argmax, minlength=C) / len(argmax)
+    best = lp.argmax(-1)  # (T, N)
+    # A frame whose argmax is one of its sample's target labels is that label, not a blank.
+    is_label = ((best[..., None] == inp.targets[None]) & inp.label_mask[None]).any(-1)  # (T, N)
+    argmax = np.where(is_label, -1, best)[valid]  # (F,); -1: a target label of the sample
+    share = np.bincount(argmax + 1, minlength=C + 1)[1:] / len(argmax)
     # The two conventions in use: blank 0 (torch, warp-ctc) and blank C-1 (Keras, TF v1).
     candidates = [b for b in (0, C - 1) if b != inp.blank]
     model_blank = max(candidates, key=lambda b: share[b])
@@ -526,6 +529,7 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
                 "argmax_share_loss_blank": _r(share[inp.blank], 3),
                 "mean_prob_where_argmax": _r(confidence, 3)}
     both = _usable(inp, blanks=(model_blank,))
+    evidence["samples_scored_under_both"] = int(min(both.sum(), MAX_LOSS_SAMPLES))
     if both.any():
         as_given = _losses(lp, inp, inp.blank, both)
         other = _losses(lp, inp, model_blank, both)
@@ -534,20 +538,47 @@ def _check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
         if not other.mean() < as_given.mean():
             return None
     conv = {0: " (torch/PyTorch default)", C - 1: " (Keras/TF v1 convention)"}
+    shares = (f"class {model_blank} is the argmax on {share[model_blank]:.0%} of frames (not "
+              f"counting frames where it is a target label), class {inp.blank} (the loss's "
+              f"blank) on {share[inp.blank]:.1%}")
+    fix = (f"use one convention end to end: pass blank={model_blank} to the loss (and the "
+           "decoder), or retrain/relabel so the model's blank is the loss's blank.")
+    if not both.any():  # no loss to compare: a hint, not a diagnosis
+        return Finding(
+            "blank-index", "info",
+            f"the model's frames may use blank = {model_blank}{conv.get(model_blank, '')}: "
+            f"{shares}; unconfirmed, as no sample can be scored under both blanks (each "
+            f"holds {inp.blank} or {model_blank} as a label, or does not fit its frames).",
+            evidence, "if the model was trained with another blank, " + fix)
     return Finding(
         "blank-index", "error",
         f"the model's frames look like blank = {model_blank}{conv.get(model_blank, '')}: "
-        f"class {model_blank} is the argmax on {share[model_blank]:.0%} of frames, class "
-        f"{inp.blank} (the loss's blank) on {share[inp.blank]:.1%}.", evidence,
-        f"use one convention end to end: pass blank={model_blank} to the loss (and the "
-        "decoder), or retrain/relabel so the model's blank is the loss's blank.")
+        f"{shares}.", evidence, fix)
 
 
 def _greedy_emissions(lp: np.ndarray, inp: Inputs) -> np.ndarray:
     """``(N,)`` labels emitted by greedy (best-path) decoding on the valid frames."""
-    best = lp.argmax(-1)  # (T, N)
-    prev = np.vstack([np.full((1, best.shape[1]), -1), best[:-1]])
-    return ((best != inp.blank) & (best != prev) & inp.frame_mask).sum(axis=0)
+    return np.array([len(labels) for labels in _greedy_decode(inp, lp.argmax(-1))])
+
+
+def _greedy_decode(inp: Inputs, best: np.ndarray) -> list[list[int]]:
+    """Per sample, the labels greedy decoding of ``best`` ``(T, N)`` argmaxes emits."""
+    out = []
+    for n, length in enumerate(inp.lengths):
+        path = best[:length, n]
+        keep = np.r_[True, path[1:] != path[:-1]] & (path != inp.blank)
+        out.append(path[keep].tolist())
+    return out
+
+
+def _edit_distance(a: list, b: list) -> int:
+    """Levenshtein distance between two label sequences."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
 
 
 def _check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
@@ -588,7 +619,9 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
     middle half of each sample, and most samples with two or more labels change their argmax
     at most twice (each sample has its own constant frame, perhaps after a short settling, as
     an RNN fed one repeated vector gives). Otherwise, per sample: the frames' spread along
-    time is under 1% of how far their mean frame is from uniform, with one argmax class."""
+    time is under 1% of how far their mean frame is from uniform, with one argmax class, and
+    over all valid frames the argmax changes at most twice and greedy decoding is not within
+    half the target length (edit distance) of the target."""
     T, N, C, L = inp.shape
     lengths = inp.lengths
     eligible = lengths >= 4
@@ -605,14 +638,14 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
     within = float((((x - sample_mean[None]) ** 2).sum(-1) * mask).sum() / frames)
     overall = float((((x - x.sum((0, 1)) / frames) ** 2).sum(-1) * mask).sum() / frames)
     evidence = {"checked_samples": int(eligible.sum())}
+    # A healthy model can also hold a steady background for long stretches; it still changes
+    # its argmax at least 3 times to emit 2 labels (blank, a, blank, b, ...), where a settling
+    # RNN changes it at most at both ends.
+    best = lp.argmax(-1)  # (T, N)
+    changes = ((best[1:] != best[:-1]) & inp.frame_mask[1:]).sum(axis=0)  # (N,)
     if eligible.sum() >= 2 and overall > SAME_FRAME_TOL ** 2:
         share = within / overall
         evidence.update(time_variance_share=_r(share), frame_variance=_r(overall))
-        # A healthy model can also hold a steady per-sample background for long stretches; it
-        # still changes its argmax at least 3 times to emit 2 labels (blank, a, blank, b, ...),
-        # where a settling RNN changes it at most at both ends.
-        best = lp.argmax(-1)  # (T, N)
-        changes = ((best[1:] != best[:-1]) & inp.frame_mask[1:]).sum(axis=0)  # (N,)
         judged = eligible & (inp.target_lengths >= 2)
         if share >= TIME_VARIANCE_SHARE or not judged.any():
             return None
@@ -621,13 +654,19 @@ def _check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None)
         if steady < STEADY_SHARE:
             return None
     else:  # one sample, or every frame alike: compare each sample's change along time with
-        # how far its mean frame is from uniform (zero for uniform frames: nothing to judge)
+        # how far its mean frame is from uniform (zero for uniform frames: nothing to judge).
+        # The middle half of a confident model is all blank: the argmax over all valid frames
+        # and the greedy output decide too (a sample that decodes to its target moves).
+        decoded = _greedy_decode(inp, best)
         for n in np.flatnonzero(eligible):
             own = x[mask[:, n], n]  # (t, C)
             mean = own.mean(0)
             change = ((own - mean) ** 2).sum(-1).mean()
             shape = ((mean - mean.mean()) ** 2).sum()
             if not change < TIME_VARIANCE_SHARE ** 2 * shape or len(set(own.argmax(-1))) > 1:
+                return None
+            target = inp.targets[n, inp.label_mask[n]].tolist()
+            if changes[n] > 2 or _edit_distance(decoded[n], target) < max(len(target), 1) / 2:
                 return None
         evidence["frames_alike"] = True
         if collapse is not None:

@@ -41,9 +41,14 @@ def load_inputs(path) -> dict:
     if "blank" in data:
         blank = data["blank"]
         blank = np.asarray(blank.tolist() if hasattr(blank, "tolist") else blank)
-        if blank.size != 1 or blank.dtype.kind not in "iuf" or blank.reshape(()) % 1 != 0:
+        whole = blank.size == 1 and blank.dtype.kind in "iuf"
+        if whole and blank.dtype.kind == "f":  # inf % 1 warns: test finiteness first
+            value = float(blank.reshape(()))
+            whole = np.isfinite(value) and value.is_integer()
+        if not whole:
             raise ValueError(f"{path.name}: blank: expected one integer, got "
-                             f"{blank.dtype} of shape {blank.shape}")
+                             f"{blank.dtype} of shape {blank.shape}"
+                             + (f" ({blank.reshape(())})" if blank.size == 1 else ""))
         out["blank"] = int(blank.reshape(()))
     return out
 
@@ -63,17 +68,38 @@ def _load_npz(path: Path) -> dict:
 
 
 def _load_pt(path: Path) -> dict:
-    import pickle
-
     import torch
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except Exception as exc:  # a text file gives a bare KeyError, others pickle/zip errors
+        text = str(exc).strip()
+        first = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
         raise ValueError(f"{path.name}: expected a torch.save'd dict of tensors loadable with "
                          f"weights_only=True, got an unreadable file ({first})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{path.name}: expected a dict of tensors, got {type(obj).__name__}")
-    # Tensors stay tensors (bfloat16 keeps its name, and so its tolerance); the rest -> NumPy.
-    return {str(k): v.detach().cpu() if isinstance(v, torch.Tensor) else np.asarray(v)
-            for k, v in obj.items()}
+    return {str(k): _pt_value(path, str(k), v) for k, v in obj.items()}
+
+
+def _pt_value(path: Path, key: str, v):
+    """A dense tensor NumPy can hold (kept a tensor: bfloat16 keeps its name, and so its
+    tolerance), or anything else as a NumPy array; else ValueError naming file and key."""
+    import torch
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu()
+        if v.layout != torch.strided:
+            raise ValueError(f"{path.name}: {key}: expected a dense tensor, got layout "
+                             f"{str(v.layout).removeprefix('torch.')} (save x.to_dense())")
+        if v.dtype != torch.bfloat16:
+            try:
+                v[:0].numpy()
+            except (TypeError, RuntimeError):
+                raise ValueError(f"{path.name}: {key}: expected a float or integer tensor "
+                                 f"NumPy can hold (float16/32/64, bfloat16, int), got dtype "
+                                 f"{str(v.dtype).removeprefix('torch.')}") from None
+        return v
+    try:
+        return np.asarray(v)
+    except ValueError as exc:  # ragged lists
+        raise ValueError(f"{path.name}: {key}: expected a tensor or a rectangular array, got "
+                         f"{type(v).__name__} ({str(exc).split('.')[0]})") from None

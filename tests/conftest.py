@@ -72,3 +72,11 @@ def trained_log_probs(rng: np.random.Generator, problem: CTCProblem, *, peak: fl
     lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     lp[~problem.frame_mask] = np.nan
     return lp
+
+
+@pytest.fixture
+def tiny_grid(tmp_path):
+    """A one-size bench grid file (JSON), fast enough for the CLI tests."""
+    path = tmp_path / "grid.json"
+    path.write_text('[{"T": 20, "N": 2, "C": 5, "L": 4}]')
+    return path

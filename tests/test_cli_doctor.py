@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -106,3 +107,43 @@ def test_plot_option_writes_a_png(tmp_path, batch):
     result = _run(tmp_path / "ok.npz", "--plot", tmp_path / "frames.png")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "frames.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _pt_batch(**values):
+    batch = dict(targets=torch.tensor([[1, 2]]), input_lengths=torch.tensor([4]),
+                 target_lengths=torch.tensor([2]))
+    return dict(batch, **values)
+
+
+@pytest.mark.parametrize("save, message", [
+    (lambda p: p.write_text("hello\n" * 20),
+     "x.pt: expected a torch.save'd dict of tensors loadable with weights_only=True"),
+    (lambda p: torch.save(_pt_batch(log_probs=torch.zeros(4, 1, 3).to_sparse()), p),
+     "x.pt: log_probs: expected a dense tensor, got layout sparse_coo"),
+    (lambda p: torch.save(_pt_batch(log_probs=torch.zeros(4, 1, 3).to(torch.float8_e4m3fn)), p),
+     "x.pt: log_probs: expected a float or integer tensor"),
+    (lambda p: torch.save(_pt_batch(log_probs=[[0.0], [0.0, 0.0]]), p),
+     "x.pt: log_probs: expected a tensor or a rectangular array"),
+    (lambda p: torch.save(_pt_batch(log_probs=torch.zeros(4, 1, 3), blank=float("inf")), p),
+     "x.pt: blank: expected one integer"),
+])
+def test_bad_pt_files_give_one_line_naming_file_and_key(tmp_path, save, message):
+    """Text saved as .pt, sparse or float8 tensors, ragged lists, an infinite blank: exactly one
+    'Error: x.pt: ...' line (no traceback, no bare message, no warning printed first)."""
+    save(tmp_path / "x.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would otherwise print before the error
+        result = _run(tmp_path / "x.pt")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: {message}"), result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_plot_into_a_missing_folder_fails_up_front_naming_the_option(tmp_path, batch):
+    """--plot into a folder that does not exist: one '--plot: expected ...' line before any
+    diagnosis is printed, and no traceback."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    result = _run(tmp_path / "ok.npz", "--plot", tmp_path / "missing" / "frames.png")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: --plot: expected"), result.output
+    assert "does not exist" in result.output and "ctcbench doctor:" not in result.output

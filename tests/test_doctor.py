@@ -49,6 +49,7 @@ def test_well_formed_inputs_come_back_clean(seed):
             values = np.where(p.frame_mask[..., None], values, np.nan).astype(dtype)
             report = _diagnose(p, values)
             assert _problems(report) == set(), (T, N, C, blank, report)
+            assert set(report.codes) <= {"reduction"}, (T, N, C, blank, report)
             ratio = np.maximum(p.target_lengths, 1).max() / np.maximum(p.target_lengths, 1).min()
             assert ("reduction" in report.codes) == (N > 1 and ratio >= REDUCTION_RATIO)
             assert report.ok
@@ -372,3 +373,73 @@ def test_steady_per_sample_background_with_label_spikes_is_not_time_invariant(rn
     logits = rng.normal(size=(1, 12, 20)) * 3 + rng.normal(size=(200, 12, 20)) * 0.05
     logits[np.arange(200)[:, None], np.arange(12)[None], spike_paths(p)] += 12
     assert _problems(_diagnose(p, log_softmax(logits))) == set()
+
+
+def test_single_perfectly_decoded_sample_is_not_time_invariant():
+    """N = 1, a confident model whose greedy path is blank, 3, blank..., 2, blank (its target
+    [3, 2] by construction): the middle frames are all blank, but the sample moves."""
+    C, T = 5, 12
+    p = np.full((T, 1, C), 0.01)
+    p[:, 0, 0] = 0.96
+    p[1, 0, :], p[9, 0, :] = 0.01, 0.01
+    p[1, 0, 3], p[9, 0, 2] = 0.96, 0.96
+    report = diagnose(np.log(p), targets=np.array([[3, 2]]), input_lengths=np.array([T]),
+                      target_lengths=np.array([2]))
+    assert _problems(report) == set(), report
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("frames", [(2, 4, 37), (1,)])
+def test_single_sample_with_label_spikes_and_small_noise_is_not_time_invariant(seed, frames):
+    """N = 1, C = 30, T = 40: one-frame label spikes (at the edges: the middle half is all blank)
+    on confident blanks with logit noise <= 0.05 decode exactly to the target: no finding
+    (one label changes the argmax only twice; its greedy output is what clears it)."""
+    rng = np.random.default_rng(seed)
+    T, C = 40, 30
+    target = rng.choice(np.arange(1, C), size=len(frames), replace=False)
+    logits = rng.uniform(-0.05, 0.05, size=(T, 1, C))
+    logits[:, 0, 0] += 10
+    logits[list(frames), 0, target] += 20
+    report = diagnose(logits=logits, targets=target[None], input_lengths=np.array([T]),
+                      target_lengths=np.array([len(frames)]))
+    assert _problems(report) == set(), report
+
+
+def test_argmax_on_target_labels_is_no_evidence_of_another_blank():
+    """C = 3, every frame puts 0.95 on its own target label (T = L = 8, targets 2,1,2,1,...):
+    class 2 = C-1 wins half the frames only as a label, so there is no blank-index finding."""
+    C, T, N = 3, 8, 6
+    target = np.array([2, 1] * 4)
+    p = np.full((T, N, C), 0.025)
+    p[np.arange(T), :, target] = 0.95
+    report = diagnose(np.log(p), targets=np.tile(target, (N, 1)), input_lengths=np.full(N, T),
+                      target_lengths=np.full(N, T))
+    assert "blank-index" not in report.codes and report.ok, report
+
+
+def test_blank_index_that_no_loss_can_confirm_is_only_a_note(rng):
+    """A Keras-trained model (blank C-1) scored with blank 0, where every sample holds label 0:
+    no sample has a loss under both blanks, so blank-index is at most an info note (the
+    label equal to the blank is still an error)."""
+    C = 12
+    p = _problem(rng, C=C, blank=C - 1)
+    p.targets[:, 0] = 0
+    p.target_lengths[:] = np.maximum(p.target_lengths, 1)
+    report = diagnose(trained_log_probs(rng, p), targets=p.targets,
+                      input_lengths=p.input_lengths, target_lengths=p.target_lengths, blank=0)
+    assert _problems(report) == {"target-contains-blank"}, report
+    notes = [f for f in report.findings if f.code == "blank-index"]
+    assert len(notes) == 1 and notes[0].severity == "info"
+    assert notes[0].evidence["samples_scored_under_both"] == 0
+
+
+def test_blank_as_a_torch_scalar_tensor_is_the_same_blank(rng):
+    """blank=torch.tensor(C-1) is read as the int C-1: a healthy blank-(C-1) model is clean,
+    and blank=torch.tensor(0) flags it exactly as blank=0 does."""
+    import torch
+    C = 10
+    p = _problem(rng, C=C, blank=C - 1)
+    lp = trained_log_probs(rng, p)
+    assert _problems(_diagnose(p, lp, blank=torch.tensor(C - 1))) == set()
+    assert _diagnose(p, lp, blank=torch.tensor(0)).codes == _diagnose(p, lp, blank=0).codes
+    assert _diagnose(p, lp, blank=torch.tensor(0)).summary["blank"] == 0

@@ -1,0 +1,97 @@
+"""Bench plots (matplotlib, Agg, PNG): time vs DP cells, and each backend's ratio to torch."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _ok(rows):
+    return [r for r in rows if r.get("status") == "ok" and r.get("time_median_s") is not None]
+
+
+def _by_backend(rows) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["backend"], []).append(r)
+    return out
+
+
+def _plain_log_ticks(axis) -> None:
+    """Log axis labelled 0.1, 0.2, 0.5, 1, 2, 5 ... instead of overlapping 10^x minor labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
+    """Median time per call (min-max bars) against T*N*S cells, log-log, one colour per backend."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for name, rs in sorted(_by_backend(_ok(rows)).items()):
+        rs = sorted(rs, key=lambda r: r["cells"])
+        cells = np.array([r["cells"] for r in rs], dtype=float)
+        med = np.array([r["time_median_s"] for r in rs]) * 1e3
+        lo = med - np.array([r["time_min_s"] for r in rs]) * 1e3
+        hi = np.array([r["time_max_s"] for r in rs]) * 1e3 - med
+        ax.errorbar(cells, med, yerr=[lo, hi], fmt="o", ms=4, capsize=2, label=name, alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log_ticks(ax.yaxis)
+    ax.set_xlabel("DP cells T·N·S (S = 2L+1); points stacked at one size are the C sweep")
+    ax.set_ylabel("forward+backward time per call (ms)")
+    ax.set_title("CTC forward+backward (log_softmax included): time vs size")
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_ratio_to_torch(rows: list[dict], path: Path) -> Path:
+    """Each backend's time / torch's time per size (median of paired repeats, min-max bars)."""
+    plt = _pyplot()
+    rows = [r for r in _ok(rows) if r["backend"] != "torch" and r.get("ratio_to_torch") is not None]
+    sizes = sorted({(r["cells"], r["T"], r["N"], r["C"], r["L"]) for r in rows})
+    index = {s: i for i, s in enumerate(sizes)}
+    backends = sorted({r["backend"] for r in rows})
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.32 * max(len(sizes), 1)))
+    offsets = np.linspace(-0.2, 0.2, len(backends)) if len(backends) > 1 else [0.0]
+    for off, name in zip(offsets, backends):
+        rs = [r for r in rows if r["backend"] == name]
+        y = np.array([index[(r["cells"], r["T"], r["N"], r["C"], r["L"])] for r in rs]) + off
+        x = np.array([r["ratio_to_torch"] for r in rs])
+        lo = x - np.array([r["ratio_min"] for r in rs])
+        hi = np.array([r["ratio_max"] for r in rs]) - x
+        ax.errorbar(x, y, xerr=[lo, hi], fmt="o", ms=4, capsize=2, label=name)
+    ax.axvline(1.0, color="grey", lw=1, ls="--")
+    ax.set_xscale("log")
+    _plain_log_ticks(ax.xaxis)
+    ax.set_yticks(range(len(sizes)))
+    ax.set_yticklabels([f"T={T} N={N} C={C} L={L}" for _, T, N, C, L in sizes], fontsize=8)
+    ax.set_xlabel("time / torch time, same run (< 1: faster than torch)")
+    ax.set_title("Ratio to torch per size")
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    if backends:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def bench_plots(rows: list[dict], run_dir: Path) -> list[Path]:
+    """Both plots into ``run_dir``; returns their paths."""
+    run_dir = Path(run_dir)
+    return [plot_time_vs_cells(rows, run_dir / "time_vs_cells.png"),
+            plot_ratio_to_torch(rows, run_dir / "ratio_to_torch.png")]

@@ -1,0 +1,69 @@
+"""`ctcbench bench` through the real CLI: outputs, files, baseline failures, bad options."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ctcbench.cli import cli
+
+
+@pytest.fixture
+def run(tmp_path):
+    def invoke(*args):
+        return CliRunner().invoke(cli, ["bench", *args])
+    return invoke
+
+
+def test_json_output_files_and_sidecar(run, tmp_path, tiny_grid):
+    """JSON rows for numpy and torch (ratio 1 to itself), tables, plots and meta.json on disk."""
+    out = tmp_path / "run"
+    result = run("--grid", str(tiny_grid), "--backend", "numpy", "--repeat", "2",
+                 "--out", str(out), "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = {r["backend"]: r for r in json.loads(result.stdout)}
+    assert set(rows) == {"numpy", "torch"}
+    assert rows["torch"]["ratio_to_torch"] == 1.0 and rows["numpy"]["status"] == "ok"
+    assert rows["numpy"]["cells"] == 20 * 2 * 9
+    for name in ("rows.jsonl", "bench.csv", "bench.json", "meta.json", "time_vs_cells.png",
+                 "ratio_to_torch.png"):
+        assert (out / name).is_file(), name
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["config"]["torch_threads"] == 1 and meta["environment"]["cpu"]
+    assert "results and plots in" in result.stderr
+
+
+def test_table_and_csv_output(run, tmp_path, tiny_grid):
+    """The table has the ratio column; CSV has a header with the median time."""
+    result = run("--grid", str(tiny_grid), "--backend", "numpy", "--repeat", "1",
+                 "--out", str(tmp_path / "a"))
+    assert result.exit_code == 0, result.output
+    assert "x torch [min-max]" in result.stdout and "numpy" in result.stdout
+    result = run("--grid", str(tiny_grid), "--backend", "numpy", "--repeat", "1",
+                 "--out", str(tmp_path / "b"), "--format", "csv")
+    assert result.exit_code == 0 and "time_median_s" in result.stdout.splitlines()[0]
+
+
+def test_baseline_regression_exits_non_zero_naming_backend_and_size(run, tmp_path, tiny_grid):
+    """Against a baseline 1000x faster, --fail-on time:20% fails with both figures."""
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps([{"backend": "numpy", "T": 20, "N": 2, "C": 5, "L": 4,
+                                 "dtype": "float64", "status": "ok", "time_median_s": 1e-7}]))
+    result = run("--grid", str(tiny_grid), "--backend", "numpy", "--repeat", "1",
+                 "--out", str(tmp_path / "r"), "--baseline", str(base), "--fail-on", "time:20%")
+    assert result.exit_code == 1
+    assert "time regression: numpy at T=20 N=2 C=5 L=4 float64: 1e-07 ->" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--grid", "nowhere.json"], "grid: expected one of small, default, targets, large"),
+    (["--fail-on", "speed:5%"], "fail-on: expected METRIC:PCT"),
+    (["--fail-on", "time:5%"], "fail-on: expected a --baseline"),
+    (["--backend", "nope"], "backend: expected one of"),
+])
+def test_bad_options_get_one_clear_line(run, tmp_path, args, message):
+    """Bad options fail fast with 'expected X, got Y' and no traceback."""
+    result = run(*args, "--out", str(tmp_path / "x"))
+    assert result.exit_code == 1
+    assert message in result.stderr and "Traceback" not in result.output
