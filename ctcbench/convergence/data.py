@@ -13,6 +13,7 @@ for a user's image). Labels are class indices ``1..len(charset)``; ``0`` is the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import random
@@ -171,6 +172,7 @@ def _render_captcha(text: str, rng: np.random.Generator, cfg: DataConfig, genera
     return ink_image(img, height=cfg.height, width=cfg.width)
 
 
+@functools.lru_cache(maxsize=2)
 def _digit_glyphs(split: str):
     """``load_digits`` 8x8 images split into disjoint train/test halves by index."""
     from sklearn.datasets import load_digits

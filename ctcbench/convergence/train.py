@@ -35,11 +35,11 @@ from ctcbench.results import RowLog, to_json
 OPTIMIZERS = {
     "adam": lambda p, c: torch.optim.Adam(p, lr=c.lr, betas=(c.beta1, c.beta2),
                                           weight_decay=c.weight_decay),
-    "adamw": lambda p, c: torch.optim.AdamW(p, lr=c.lr, betas=(c.beta1, c.beta2),
-                                            weight_decay=c.weight_decay),
     "rmsprop": lambda p, c: torch.optim.RMSprop(p, lr=c.lr, alpha=c.alpha, momentum=c.momentum,
                                                 weight_decay=c.weight_decay),
     "sgd": lambda p, c: torch.optim.SGD(p, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay),
+    "adamw": lambda p, c: torch.optim.AdamW(p, lr=c.lr, betas=(c.beta1, c.beta2),
+                                            weight_decay=c.weight_decay),
     "adadelta": lambda p, c: torch.optim.Adadelta(p, lr=c.lr, weight_decay=c.weight_decay),
 }
 
