@@ -79,6 +79,9 @@ def _csv_list(kind):
               help="linecnn|linecnnlstm|crnn|rescrnn|perpos; comma list.")
 @click.option("--batchnorm/--no-batchnorm", default=False, show_default=True,
               help="BatchNorm in the conv blocks (crnn, linecnn*, perpos).")
+@click.option("--channels", type=int, default=16, show_default=True,
+              help="Width of the first conv block (32 = the ~640k-parameter CRNN).")
+@click.option("--hidden", type=int, default=128, show_default=True, help="LSTM size per direction.")
 @click.option("--beta1", type=float, default=0.9, show_default=True, help="Adam/AdamW beta1.")
 @click.option("--beta2", type=float, default=0.999, show_default=True, help="Adam/AdamW beta2.")
 @click.option("--alpha", type=float, default=0.99, show_default=True, help="RMSprop smoothing.")
@@ -112,7 +115,7 @@ def _csv_list(kind):
               show_default=True, help="Where rendered data pools are cached.")
 @format_option("table", "json")
 @library_errors
-def convergence(optimizer, lr, seed, model, batchnorm, beta1, beta2, alpha, momentum, weight_decay,
+def convergence(optimizer, lr, seed, model, batchnorm, channels, hidden, beta1, beta2, alpha, momentum, weight_decay,
                 clip, warmup, reduction, ctc_backend, data_kind, charset, min_len, max_len,
                 train_size, test_size, data_seed, steps, batch_size, eval_every, beam, threads,
                 jobs, out, resume, cache_dir, fmt):
@@ -127,7 +130,7 @@ def convergence(optimizer, lr, seed, model, batchnorm, beta1, beta2, alpha, mome
                        weight_decay=weight_decay, clip=clip, warmup=warmup, steps=steps,
                        batch_size=batch_size, eval_every=eval_every, reduction=reduction,
                        ctc_backend=ctc_backend, threads=threads, beam=beam,
-                       model=ModelConfig(batchnorm=batchnorm),
+                       model=ModelConfig(batchnorm=batchnorm, channels=channels, hidden=hidden),
                        data=DataConfig(kind=data_kind, charset=charset, min_len=min_len,
                                        max_len=max_len, train_size=train_size,
                                        test_size=test_size, seed=data_seed))
