@@ -145,9 +145,10 @@ def convergence(optimizer, lr, seed, model, batchnorm, channels, hidden, beta1, 
         return
     cols = ["run", "final_cer", "final_seq_acc", "plateau_end_step", "steps_to_cer10",
             "steps_to_cer02", "cpu_s", "wall_s"]
-    click.echo(summary[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    floats = {"float_format": lambda v: f"{v:.4g}"}
+    click.echo(summary[cols].to_string(index=False, **floats))
     click.echo("")
-    click.echo(optimizer_table(summary).to_string(index=False))
+    click.echo(optimizer_table(summary).to_string(index=False, **floats))
     click.echo(f"\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})")
 
 
