@@ -137,3 +137,12 @@ def test_short_run_learns(learned_run):
     assert summary["plateau_end_step"] is not None
     model, cfg = model_from_checkpoint(summary["checkpoint"])
     assert cfg.steps == LEARN_STEPS
+
+
+@pytest.mark.parametrize("kind", ["captcha", "digits"])
+def test_other_datasets_train(tmp_path, kind):
+    """Captcha and load_digits lines go through the same loop."""
+    cfg = tiny_train_config(steps=2, eval_every=2)
+    cfg.data.kind = kind
+    s = train_run(cfg, tmp_path)
+    assert s["data"] == kind and s["steps"] == 2
