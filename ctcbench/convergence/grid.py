@@ -16,6 +16,7 @@ import itertools
 import json
 import multiprocessing as mp
 import os
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -103,7 +104,6 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
                 while queue is not None and not queue.empty():
                     bar.update(queue.get())
                 if pending:
-                    import time
                     time.sleep(0.2)
     if bar:
         bar.close()
