@@ -198,5 +198,123 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, baseline, fail_
         raise click.ClickException("\n".join(report.regressions))
 
 
+def _csv_list(kind):
+    """A click callback parsing ``a,b,c`` into a tuple of ``kind``, naming the option on error."""
+    def parse(ctx, param, value):
+        try:
+            items = tuple(kind(v.strip()) for v in str(value).split(",") if v.strip())
+        except ValueError:
+            raise click.BadParameter(f"expected a comma-separated list of {kind.__name__}, "
+                                     f"got {value!r}") from None
+        if not items:
+            raise click.BadParameter(f"expected at least one value, got {value!r}")
+        return items
+    return parse
+
+
+@cli.command()
+@click.option("--optimizer", default="rmsprop", show_default=True, callback=_csv_list(str),
+              help="adam|rmsprop|sgd|adamw|adadelta; a comma list runs each.")
+@click.option("--lr", default="1e-3", show_default=True, callback=_csv_list(float),
+              help="Learning rate(s), comma list.")
+@click.option("--seed", default="0", show_default=True, callback=_csv_list(int),
+              help="Seed(s) for init and batch order, comma list.")
+@click.option("--model", default="crnn", show_default=True, callback=_csv_list(str),
+              help="linecnn|linecnnlstm|crnn|rescrnn|perpos; comma list.")
+@click.option("--batchnorm/--no-batchnorm", default=False, show_default=True,
+              help="BatchNorm in the conv blocks (crnn, linecnn*, perpos).")
+@click.option("--channels", type=int, default=16, show_default=True,
+              help="Width of the first conv block (32 = the ~640k-parameter CRNN).")
+@click.option("--hidden", type=int, default=128, show_default=True, help="LSTM size per direction.")
+@click.option("--beta1", type=float, default=0.9, show_default=True, help="Adam/AdamW beta1.")
+@click.option("--beta2", type=float, default=0.999, show_default=True, help="Adam/AdamW beta2.")
+@click.option("--alpha", type=float, default=0.99, show_default=True, help="RMSprop smoothing.")
+@click.option("--momentum", type=float, default=0.0, show_default=True, help="RMSprop/SGD momentum.")
+@click.option("--weight-decay", type=float, default=0.0, show_default=True)
+@click.option("--clip", type=float, default=0.0, show_default=True, help="Max gradient norm (0 = off).")
+@click.option("--warmup", type=int, default=0, show_default=True, help="Linear lr warm-up steps.")
+@click.option("--reduction", type=click.Choice(["mean", "sum"]), default="mean", show_default=True)
+@click.option("--ctc-backend", default="torch", show_default=True,
+              help="Registry backend for the loss (numpy = float64 reference, slow).")
+@click.option("--data", "data_kind", type=click.Choice(["lines", "captcha", "digits"]),
+              default="lines", show_default=True, help="Synthetic font lines, captchas, or load_digits lines.")
+@click.option("--charset", default="0123456789", show_default=True)
+@click.option("--min-len", type=int, default=4, show_default=True)
+@click.option("--max-len", type=int, default=8, show_default=True)
+@click.option("--train-size", type=int, default=8000, show_default=True)
+@click.option("--test-size", type=int, default=512, show_default=True)
+@click.option("--data-seed", type=int, default=0, show_default=True)
+@click.option("--steps", type=int, default=600, show_default=True)
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--eval-every", type=int, default=25, show_default=True)
+@click.option("--beam", type=int, default=0, show_default=True,
+              help="Also score the final model with prefix beam search of this width.")
+@click.option("--threads", type=int, default=1, show_default=True, help="Torch threads per run.")
+@click.option("--jobs", type=int, default=None, help="Parallel runs [default: min(2, CPUs)].")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run folder [default: reports/convergence-<UTC time>].")
+@click.option("--resume", "resume", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Continue an interrupted run folder (its stored config is used).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default="reports/.data-cache",
+              show_default=True, help="Where rendered data pools are cached.")
+@format_option("table", "json")
+@library_errors
+def convergence(optimizer, lr, seed, model, batchnorm, channels, hidden, beta1, beta2, alpha, momentum, weight_decay,
+                clip, warmup, reduction, ctc_backend, data_kind, charset, min_len, max_len,
+                train_size, test_size, data_seed, steps, batch_size, eval_every, beam, threads,
+                jobs, out, resume, cache_dir, fmt):
+    """Train small line recognisers with CTC under several optimizers and record convergence."""
+    from ctcbench.convergence.data import DataConfig
+    from ctcbench.convergence.grid import Grid, optimizer_table, run_grid
+    from ctcbench.convergence.models import ModelConfig
+    from ctcbench.convergence.train import TrainConfig
+    from ctcbench.registry import BackendUnavailable
+    from ctcbench.results import to_json
+    base = TrainConfig(beta1=beta1, beta2=beta2, alpha=alpha, momentum=momentum,
+                       weight_decay=weight_decay, clip=clip, warmup=warmup, steps=steps,
+                       batch_size=batch_size, eval_every=eval_every, reduction=reduction,
+                       ctc_backend=ctc_backend, threads=threads, beam=beam,
+                       model=ModelConfig(batchnorm=batchnorm, channels=channels, hidden=hidden),
+                       data=DataConfig(kind=data_kind, charset=charset, min_len=min_len,
+                                       max_len=max_len, train_size=train_size,
+                                       test_size=test_size, seed=data_seed))
+    grid = Grid(optimizers=optimizer, lrs=lr, seeds=seed, models=model)
+    try:
+        run_dir, summary = run_grid(base, grid, out=resume or out, resume=resume is not None,
+                                    jobs=jobs, cache_dir=cache_dir)
+    except BackendUnavailable as exc:
+        raise click.ClickException(f"ctc-backend: {exc}") from None
+    if fmt == "json":
+        click.echo(to_json(summary.to_dict("records"), indent=2))
+        return
+    cols = ["run", "final_cer", "final_seq_acc", "plateau_end_step", "steps_to_cer10",
+            "steps_to_cer02", "cpu_s", "wall_s"]
+    floats = {"float_format": lambda v: f"{v:.4g}"}
+    click.echo(summary[cols].to_string(index=False, **floats))
+    click.echo("")
+    click.echo(optimizer_table(summary).to_string(index=False, **floats))
+    click.echo(f"\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})")
+
+
+@cli.command()
+@click.option("--checkpoint", required=True, type=click.Path(dir_okay=False),
+              help="checkpoint.pt written by `ctcbench convergence`.")
+@click.argument("images", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--beam", type=int, default=0, show_default=True,
+              help="Prefix beam search width (0 = greedy).")
+@format_option("table", "json")
+@library_errors
+def predict(checkpoint, images, beam, fmt):
+    """Read line images with a trained checkpoint and print the decoded text."""
+    from ctcbench.convergence.predict import predict_images
+    from ctcbench.results import to_json
+    rows = predict_images(checkpoint, images, beam=beam)
+    if fmt == "json":
+        click.echo(to_json(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['image']}\t{r['text']}")
+
+
 def main():
     cli()

@@ -80,3 +80,38 @@ def tiny_grid(tmp_path):
     path = tmp_path / "grid.json"
     path.write_text('[{"T": 20, "N": 2, "C": 5, "L": 4}]')
     return path
+
+
+# -- convergence: tiny configs and one short run that really learns ------------------------
+def tiny_train_config(**overrides):
+    """A training config small enough for a unit test (seconds, not minutes)."""
+    from ctcbench.convergence.data import DataConfig
+    from ctcbench.convergence.models import ModelConfig
+    from ctcbench.convergence.train import TrainConfig
+    data = DataConfig(train_size=64, test_size=16, min_len=1, max_len=3, width=64)
+    model = ModelConfig(channels=4, hidden=8)
+    base = dict(steps=4, batch_size=8, eval_every=2, model=model, data=data)
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+@pytest.fixture(scope="session")
+def learned_run(tmp_path_factory):
+    """One short real training run (about a minute on 2 cores) that must learn; shared by the
+    training and prediction tests. Returns (summary, run_dir, config)."""
+    import torch
+
+    from ctcbench.convergence.data import DataConfig
+    from ctcbench.convergence.models import ModelConfig
+    from ctcbench.convergence.train import TrainConfig, train_run
+    torch.set_num_threads(1)
+    cfg = TrainConfig(optimizer="adam", lr=3e-3, steps=LEARN_STEPS, batch_size=16, eval_every=50,
+                      model=ModelConfig(name="crnn", batchnorm=True, channels=8, hidden=32),
+                      data=DataConfig(kind="lines", charset="0123456789", min_len=2, max_len=4,
+                                      width=64, train_size=1500, test_size=64))
+    run_dir = tmp_path_factory.mktemp("learned")
+    summary = train_run(cfg, run_dir)
+    return summary, run_dir, cfg
+
+
+LEARN_STEPS = 300

@@ -1,0 +1,315 @@
+"""One training run: an explicit, seeded loop that logs metrics every eval interval.
+
+Files in the run folder (written as the run goes, so an interrupted run can resume):
+  config.json      the full TrainConfig (any curve can be reproduced from it)
+  curve.jsonl      one row per eval: step, losses, CER, sequence accuracy, blank fraction,
+                   mean emitted characters per line, gradient/update norms, lr, CPU and wall time
+  checkpoint.pt    model + optimizer + scheduler + RNG state at the last eval
+  summary.json     the derived row (written when the run finishes)
+
+Derived per run (``summarize``):
+  plateau_end_step  the first eval step after step 0 at which greedy decoding of the held-out
+                    set emits on average at least one character per line (``emitted >= 1``).
+                    Before it the model predicts (almost) only blanks: the blank plateau. The
+                    untrained model at step 0 emits random characters and is not counted.
+  steps_to_cer10 / steps_to_cer02   first eval step with held-out CER < 10% / < 2%; ``None``
+                    (censored) if the run ended first.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ctcbench.convergence.ctc import TRAIN_REDUCTIONS, ctc_loss_fn
+from ctcbench.convergence.data import DATASETS, DataConfig, Pool, load_pool
+from ctcbench.convergence.decode import beam_decode, error_rates, greedy
+from ctcbench.convergence.models import MODELS, ModelConfig, build_model, num_params
+from ctcbench.results import RowLog, to_json
+
+OPTIMIZERS = {
+    "adam": lambda p, c: torch.optim.Adam(p, lr=c.lr, betas=(c.beta1, c.beta2),
+                                          weight_decay=c.weight_decay),
+    "rmsprop": lambda p, c: torch.optim.RMSprop(p, lr=c.lr, alpha=c.alpha, momentum=c.momentum,
+                                                weight_decay=c.weight_decay),
+    "sgd": lambda p, c: torch.optim.SGD(p, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay),
+    "adamw": lambda p, c: torch.optim.AdamW(p, lr=c.lr, betas=(c.beta1, c.beta2),
+                                            weight_decay=c.weight_decay),
+    "adadelta": lambda p, c: torch.optim.Adadelta(p, lr=c.lr, weight_decay=c.weight_decay),
+}
+
+
+@dataclass
+class TrainConfig:
+    optimizer: str = "rmsprop"
+    lr: float = 1e-3
+    beta1: float = 0.9  # adam/adamw
+    beta2: float = 0.999  # adam/adamw
+    alpha: float = 0.99  # rmsprop smoothing
+    momentum: float = 0.0  # rmsprop/sgd
+    weight_decay: float = 0.0
+    clip: float = 0.0  # max gradient norm; 0 = no clipping
+    warmup: int = 0  # linear learning-rate warm-up steps
+    steps: int = 600
+    batch_size: int = 32
+    eval_every: int = 25
+    reduction: str = "mean"
+    ctc_backend: str = "torch"
+    seed: int = 0
+    threads: int = 1
+    beam: int = 0  # >0: also score the held-out set with prefix beam search at the end
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+
+    def check(self) -> "TrainConfig":
+        _expect(self.optimizer in OPTIMIZERS, "optimizer", f"one of {', '.join(OPTIMIZERS)}",
+                repr(self.optimizer))
+        _expect(self.lr > 0 and math.isfinite(self.lr), "lr", "a positive number", self.lr)
+        _expect(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta1/beta2", "values in [0, 1)",
+                f"{self.beta1}, {self.beta2}")
+        _expect(self.steps >= 1, "steps", ">= 1", self.steps)
+        _expect(self.batch_size >= 1, "batch_size", ">= 1", self.batch_size)
+        _expect(self.eval_every >= 1, "eval_every", ">= 1", self.eval_every)
+        _expect(self.threads >= 1, "threads", ">= 1", self.threads)
+        _expect(self.clip >= 0 and self.warmup >= 0, "clip/warmup", "values >= 0",
+                f"{self.clip}, {self.warmup}")
+        _expect(self.reduction in TRAIN_REDUCTIONS, "reduction",
+                f"one of {', '.join(TRAIN_REDUCTIONS)}", repr(self.reduction))
+        _expect(self.model.name in MODELS, "model", f"one of {', '.join(MODELS)}",
+                repr(self.model.name))
+        self.data.check()
+        return self
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        d = dict(d)
+        model = ModelConfig(**d.pop("model", {}))
+        data = DataConfig(**d.pop("data", {}))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known}, model=model, data=data)
+
+
+def _expect(ok, name, expected, got):
+    if not ok:
+        raise ValueError(f"{name}: expected {expected}, got {got}")
+
+
+def _sync_model_config(cfg: TrainConfig) -> None:
+    """The model's class count, height, width and max length follow the data."""
+    cfg.model.num_classes = len(cfg.data.charset) + 1
+    cfg.model.height, cfg.model.width = cfg.data.height, cfg.data.width
+    cfg.model.max_len = cfg.data.max_len
+
+
+def batch_indices(seed: int, step: int, pool_size: int, batch_size: int) -> np.ndarray:
+    """The samples of ``step``: a pure function of (seed, step), so a resumed run sees the
+    same batches as an uninterrupted one."""
+    return np.random.default_rng([seed, step]).integers(0, pool_size, size=batch_size)
+
+
+def _tensors(pool: Pool, idx):
+    x = torch.from_numpy(pool.images[idx]).unsqueeze(1)  # (N, 1, H, W)
+    return x, torch.from_numpy(pool.labels[idx]), torch.from_numpy(pool.lengths[idx])
+
+
+def _model_loss(model, loss_fn, x, targets, lengths):
+    """(scalar loss, logits) for either head type."""
+    out = model(x)
+    if model.ctc:  # out: (T, N, C)
+        T, N, _ = out.shape
+        input_lengths = torch.full((N,), T, dtype=torch.long)
+        return loss_fn(out, targets, input_lengths, lengths), out
+    # per-position: out (N, max_len, C); class 0 marks positions past the end
+    return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), targets.reshape(-1)), out
+
+
+def decode_outputs(model, out: torch.Tensor, *, beam: int = 0) -> list[tuple[int, ...]]:
+    """Model outputs -> label tuples (greedy, or prefix beam search when ``beam`` > 0)."""
+    if not model.ctc:  # (N, max_len, C): argmax per position, drop "no character"
+        best = out.argmax(-1).numpy()
+        return [tuple(int(k) for k in row if k != 0) for row in best]
+    lp = out.log_softmax(-1).double().numpy()  # (T, N, C)
+    lengths = np.full(lp.shape[1], lp.shape[0])
+    return beam_decode(lp, lengths, beam=beam) if beam > 0 else greedy(lp, lengths)
+
+
+@torch.no_grad()
+def evaluate(model, loss_fn, pool: Pool, *, batch_size: int = 128, beam: int = 0) -> dict:
+    """Held-out loss, CER, sequence accuracy, blank fraction, mean emitted characters."""
+    model.eval()
+    losses, preds, refs, blank_frames, frames = [], [], [], 0, 0
+    for start in range(0, len(pool), batch_size):
+        idx = np.arange(start, min(start + batch_size, len(pool)))
+        x, targets, lengths = _tensors(pool, idx)
+        loss, out = _model_loss(model, loss_fn, x, targets, lengths)
+        losses.append(float(loss) * len(idx))
+        preds += decode_outputs(model, out, beam=beam)
+        refs += [tuple(pool.labels[i, : pool.lengths[i]].tolist()) for i in idx]
+        if model.ctc:
+            am = out.argmax(-1)  # (T, N)
+            blank_frames += int((am == 0).sum())
+            frames += am.numel()
+    model.train()
+    cer, acc = error_rates(preds, refs)
+    return {"test_loss": sum(losses) / len(pool), "cer": cer, "seq_acc": acc,
+            "blank_frac": blank_frames / frames if frames else float("nan"),
+            "emitted": float(np.mean([len(p) for p in preds])),
+            "example": "".join(pool.charset[k - 1] for k in preds[0])}
+
+
+def _lr_lambda(warmup: int):
+    return lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+
+
+def _save_checkpoint(path: Path, *, cfg, model, opt, sched, step, extra) -> None:
+    state = {"config": json.loads(to_json(asdict(cfg))), "step": step, "model": model.state_dict(),
+             "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+             "torch_rng": torch.get_rng_state(), "extra": extra}
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)  # never leave a half-written checkpoint
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """A checkpoint written by ``train_run``; loaded with ``weights_only=True``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint: expected an existing file, got {str(path)!r}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"checkpoint: expected a ctcbench checkpoint, got {str(path)!r} ({exc})") from None
+
+
+def model_from_checkpoint(path) -> tuple[torch.nn.Module, TrainConfig]:
+    state = load_checkpoint(path)
+    cfg = TrainConfig.from_dict(state["config"])
+    model = build_model(cfg.model)
+    model.load_state_dict(state["model"])
+    model.eval()
+    return model, cfg
+
+
+def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = None,
+              test: Pool | None = None, cache_dir=None, resume: bool = False,
+              progress=None) -> dict:
+    """Train one model, logging to ``run_dir``; returns the summary row.
+
+    ``progress(n)`` is called with the number of steps just done (for a progress bar).
+    With ``resume``, a run folder holding a checkpoint continues from it; a finished run
+    returns its stored summary.
+    """
+    cfg = cfg.check()
+    _sync_model_config(cfg)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_path, summary_path = run_dir / "checkpoint.pt", run_dir / "summary.json"
+    if resume and summary_path.exists():
+        if progress:
+            progress(cfg.steps)
+        return json.loads(summary_path.read_text())
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    train = train if train is not None else load_pool(cfg.data, "train", cache_dir=cache_dir)
+    test = test if test is not None else load_pool(cfg.data, "test", cache_dir=cache_dir)
+    model = build_model(cfg.model)
+    opt = OPTIMIZERS[cfg.optimizer](model.parameters(), cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup))
+    loss_fn = ctc_loss_fn(cfg.ctc_backend, reduction=cfg.reduction)
+    log = RowLog(run_dir / "curve.jsonl")
+
+    step, cpu0, wall0 = 0, 0.0, 0.0
+    if resume and ckpt_path.exists():
+        state = load_checkpoint(ckpt_path)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        step, cpu0, wall0 = state["step"], state["extra"]["cpu_s"], state["extra"]["wall_s"]
+        # drop rows written after the checkpoint (at most one eval interval is redone)
+        rows = [r for r in log.rows() if r["step"] <= step]
+        log.path.write_text("".join(to_json(r) + "\n" for r in rows))
+        if progress:
+            progress(step)
+    else:
+        log.path.write_text("")
+    (run_dir / "config.json").write_text(to_json(asdict(cfg), indent=2) + "\n")
+
+    cpu_start, wall_start = time.process_time() - cpu0, time.perf_counter() - wall0
+    model.train()
+    train_losses, grad_norm, update_norm = [], float("nan"), float("nan")
+
+    def log_eval(step):
+        row = {"step": step, "train_loss": float(np.mean(train_losses)) if train_losses else None,
+               **evaluate(model, loss_fn, test), "grad_norm": grad_norm, "update_norm": update_norm,
+               "lr": opt.param_groups[0]["lr"],
+               "cpu_s": time.process_time() - cpu_start, "wall_s": time.perf_counter() - wall_start}
+        log.append(row)
+        _save_checkpoint(ckpt_path, cfg=cfg, model=model, opt=opt, sched=sched, step=step,
+                         extra={"cpu_s": row["cpu_s"], "wall_s": row["wall_s"]})
+        train_losses.clear()
+
+    if step == 0:
+        log_eval(0)
+    params = [p for p in model.parameters()]
+    while step < cfg.steps:
+        idx = batch_indices(cfg.seed, step, len(train), cfg.batch_size)
+        x, targets, lengths = _tensors(train, idx)  # (N, 1, H, W), (N, L), (N,)
+        loss, _ = _model_loss(model, loss_fn, x, targets, lengths)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grads = [p.grad for p in params if p.grad is not None]
+        grad_norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+        if cfg.clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, cfg.clip)
+        before = [p.detach().clone() for p in params]
+        opt.step()
+        sched.step()
+        update_norm = float(torch.linalg.vector_norm(
+            torch.stack([(p.detach() - b).norm() for p, b in zip(params, before)])))
+        train_losses.append(float(loss.detach()))
+        step += 1
+        if progress:
+            progress(1)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            log_eval(step)
+
+    rows = log.rows()
+    summary = summarize(rows)
+    if cfg.beam > 0:
+        final = evaluate(model, loss_fn, test, beam=cfg.beam)
+        summary.update(beam_cer=final["cer"], beam_seq_acc=final["seq_acc"])
+    summary.update(run=run_dir.name, run_dir=str(run_dir), checkpoint=str(ckpt_path),
+                   params=num_params(model), **_identity(cfg))
+    summary_path.write_text(to_json(summary, indent=2) + "\n")
+    return summary
+
+
+def _identity(cfg: TrainConfig) -> dict:
+    """The config fields a summary row is grouped by."""
+    return {"optimizer": cfg.optimizer, "lr": cfg.lr, "seed": cfg.seed, "model": cfg.model.name,
+            "batchnorm": cfg.model.batchnorm, "data": cfg.data.kind, "beta1": cfg.beta1,
+            "ctc_backend": cfg.ctc_backend}
+
+
+def _first(rows, pred):
+    return next((r["step"] for r in rows if pred(r)), None)
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Derived numbers of one curve (see the module docstring for definitions)."""
+    last = rows[-1]
+    return {
+        "steps": last["step"],
+        "plateau_end_step": _first(rows, lambda r: r["step"] > 0 and r["emitted"] >= 1.0),
+        "steps_to_cer10": _first(rows, lambda r: r["cer"] < 0.10),
+        "steps_to_cer02": _first(rows, lambda r: r["cer"] < 0.02),
+        "final_cer": last["cer"], "final_seq_acc": last["seq_acc"],
+        "final_test_loss": last["test_loss"], "final_blank_frac": last["blank_frac"],
+        "cpu_s": last["cpu_s"], "wall_s": last["wall_s"],
+    }

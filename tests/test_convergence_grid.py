@@ -1,0 +1,96 @@
+"""The `ctcbench convergence` command: a grid of runs in worker processes, its files, its
+tables, resume, and its errors, driven through the real CLI."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+from click.testing import CliRunner
+
+from ctcbench.cli import cli
+from ctcbench.convergence.grid import optimizer_table
+
+TINY = ["--train-size", "48", "--test-size", "8", "--min-len", "1", "--max-len", "3",
+        "--steps", "3", "--eval-every", "2", "--batch-size", "4", "--channels", "4", "--hidden", "8"]
+
+
+def _run(args):
+    return CliRunner().invoke(cli, ["convergence", *TINY, *args], catch_exceptions=False)
+
+
+def test_grid_in_parallel_workers_writes_everything(tmp_path):
+    """Two optimizers x two seeds in two worker processes: one summary row per run, curves,
+    optimizer table, plot, checkpoints; --format json prints the rows."""
+    out = tmp_path / "grid"
+    res = _run(["--optimizer", "adam,rmsprop", "--seed", "0,1", "--jobs", "2", "--out", str(out),
+                "--cache-dir", str(tmp_path / "cache"), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert sorted((r["optimizer"], r["seed"]) for r in rows) == [
+        ("adam", 0), ("adam", 1), ("rmsprop", 0), ("rmsprop", 1)]
+    for r in rows:
+        assert (out / "runs" / r["run"] / "checkpoint.pt").is_file()
+        assert r["checkpoint"].endswith("checkpoint.pt") and r["run_dir"].startswith(str(out))
+    for name in ("meta.json", "summary.csv", "curves.csv", "optimizers.csv", "convergence.png"):
+        assert (out / name).is_file(), name
+    curves = pd.read_csv(out / "curves.csv")
+    assert set(curves["step"]) == {0, 2, 3} and curves["run"].nunique() == 4
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["config"]["grid"]["optimizers"] == ["adam", "rmsprop"]
+    assert "torch" in meta["environment"]["packages"]
+
+
+def test_table_output_and_resume(tmp_path):
+    """The table names the run folder; --resume of a finished folder reproduces its rows."""
+    out = tmp_path / "one"
+    res = _run(["--out", str(out), "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code == 0, res.output
+    assert "final_cer" in res.output and f"run folder: {out}" in res.output
+    first = pd.read_csv(out / "summary.csv")
+    res = CliRunner().invoke(cli, ["convergence", "--resume", str(out), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    again = json.loads(res.stdout)
+    assert [r["final_cer"] for r in again] == list(first["final_cer"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--optimizer", "lbfgs"], "optimizer: expected one of adam, rmsprop"),
+    (["--lr", "fast"], "expected a comma-separated list of float, got 'fast'"),
+    (["--model", "vgg"], "model: expected one of linecnn"),
+    (["--ctc-backend", "nope"], "unknown backend 'nope'"),
+    pytest.param(["--ctc-backend", "torch-cuda"], "ctc-backend: no CUDA device",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")),
+    (["--min-len", "5", "--max-len", "2"], "min_len/max_len: expected 1 <= min_len <= max_len"),
+])
+def test_bad_options_are_clean_errors(tmp_path, args, message):
+    """Bad options end with one clear error line and a non-zero exit, no traceback."""
+    res = _run([*args, "--out", str(tmp_path / "x"), "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code != 0
+    assert message in res.output
+    assert "Traceback" not in res.output
+
+
+def test_resume_needs_a_run_folder(tmp_path):
+    """--resume of a folder that is not a convergence run is a clear error."""
+    res = CliRunner().invoke(cli, ["convergence", "--resume", str(tmp_path)])
+    assert res.exit_code != 0 and "resume: expected a convergence run folder" in res.output
+
+
+def test_optimizer_table_picks_best_lr_and_shows_spread():
+    """Best lr = lowest median final CER over seeds; the spread and censored seeds are shown."""
+    summary = pd.DataFrame([
+        # adam: lr 1e-3 converges on one seed of two, lr 3e-3 on both
+        dict(model="crnn", optimizer="adam", lr=1e-3, seed=0, final_cer=0.9, steps_to_cer10=None, plateau_end_step=None),
+        dict(model="crnn", optimizer="adam", lr=1e-3, seed=1, final_cer=0.05, steps_to_cer10=400, plateau_end_step=300),
+        dict(model="crnn", optimizer="adam", lr=3e-3, seed=0, final_cer=0.04, steps_to_cer10=300, plateau_end_step=200),
+        dict(model="crnn", optimizer="adam", lr=3e-3, seed=1, final_cer=0.06, steps_to_cer10=350, plateau_end_step=250),
+        dict(model="crnn", optimizer="rmsprop", lr=1e-3, seed=0, final_cer=0.9, steps_to_cer10=None, plateau_end_step=None),
+        dict(model="crnn", optimizer="rmsprop", lr=1e-3, seed=1, final_cer=0.02, steps_to_cer10=500, plateau_end_step=450),
+    ])
+    t = optimizer_table(summary).set_index("optimizer")
+    assert t.loc["adam", "best_lr"] == 3e-3
+    assert t.loc["adam", "reached_cer10"] == "2/2"
+    assert t.loc["adam", "steps_to_cer10_range"] == "300-350"
+    assert t.loc["rmsprop", "reached_cer10"] == "1/2"
+    assert t.loc["rmsprop", "steps_to_cer10_range"] == "500 (+1 never)"
+    assert pd.isna(t.loc["rmsprop", "steps_to_cer10_median"])

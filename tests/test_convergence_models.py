@@ -1,0 +1,48 @@
+"""Models: the shapes each one promises, enough CTC frames, clear errors."""
+import pytest
+import torch
+
+from ctcbench.convergence.models import MODELS, ModelConfig, build_model, num_params
+
+
+@pytest.mark.parametrize("name", [n for n, cls in MODELS.items() if cls.ctc])
+@pytest.mark.parametrize("width", [64, 128])
+def test_ctc_models_are_time_major_with_frames(name, width):
+    """CTC models return (T, N, C) with T = frames(W), and T fits max_len labels with repeats."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(name=name, num_classes=7, channels=4, hidden=8, width=width)
+    model = build_model(cfg)
+    out = model(torch.rand(3, 1, 32, width))
+    T = model.frames(width)
+    assert out.shape == (T, 3, 7)
+    assert T >= 2 * (width // 16) - 1  # a line of width/16 characters, all repeated
+
+
+def test_per_position_model_shape_and_width_check():
+    """The non-CTC baseline gives (N, max_len, C) and refuses other widths clearly."""
+    model = build_model(ModelConfig(name="perpos", num_classes=5, max_len=6, channels=4))
+    assert model(torch.rand(2, 1, 32, 128)).shape == (2, 6, 5)
+    with pytest.raises(ValueError, match="image width: expected 128 for the per-position model, got 64"):
+        model(torch.rand(2, 1, 32, 64))
+
+
+def test_batchnorm_switch_adds_batchnorm():
+    """--batchnorm really inserts BatchNorm layers in the CRNN."""
+    def count(bn):
+        m = build_model(ModelConfig(name="crnn", batchnorm=bn, channels=4))
+        return sum(isinstance(x, torch.nn.BatchNorm2d) for x in m.modules())
+    assert count(False) == 0 and count(True) == 4
+
+
+def test_crnn_size_at_32_channels():
+    """The issue's CRNN (32 channels, BiLSTM 128) has about 640k parameters."""
+    n = num_params(build_model(ModelConfig(name="crnn", channels=32, hidden=128)))
+    assert 600_000 < n < 680_000
+
+
+def test_unknown_model_and_bad_height():
+    """Unknown names and heights that the pooling cannot divide are clear errors."""
+    with pytest.raises(ValueError, match="model: expected one of linecnn, .*, got 'vgg'"):
+        build_model(ModelConfig(name="vgg"))
+    with pytest.raises(ValueError, match="height: expected a multiple of 16, got 40"):
+        build_model(ModelConfig(height=40))
