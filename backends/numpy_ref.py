@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctcbench.problem import CTCProblem
+from ctcbench.registry import grad_weights_array
 
 NEG_INF = -np.inf
 SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
@@ -461,7 +462,7 @@ class NumpyBackend:
                        subtract=True)
         grad[~(frame_mask & np.isfinite(fb.loss)[None, :])] = 0.0
         if grad_weights is not None:
-            grad *= np.asarray(grad_weights, dtype=np.float64)[None, :, None]
+            grad *= grad_weights_array(grad_weights, N)[None, :, None]
         return NumpyResult(fb.loss, grad, fb)
 
 

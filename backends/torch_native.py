@@ -15,8 +15,15 @@ wrong and the gradient torch returns is not the gradient of that loss.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ctcbench.problem import CTCProblem
-from ctcbench.registry import BackendResult, BackendUnavailable, UnsupportedProblem
+from ctcbench.registry import (
+    BackendResult,
+    BackendUnavailable,
+    UnsupportedProblem,
+    grad_weights_array,
+)
 
 INSTALL_HINT = "pip install torch"
 
@@ -63,6 +70,13 @@ class TorchBackend:
     def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
         """``grad_weights (N,)``: upstream gradient fed to ``backward`` (default ones)."""
         self._check(problem)
+        T, N, C, _ = problem.shape
+        if grad_weights is not None:
+            grad_weights = grad_weights_array(grad_weights, N)
+        if T == 0:  # torch rejects empty log_probs; with no frames only an empty target has a path
+            return BackendResult(np.where(problem.target_lengths == 0, 0.0, np.inf),
+                                 np.zeros((0, N, C)), compute_dtype=problem.dtype,
+                                 notes=["T = 0: loss known without the kernel"])
         torch = self.torch
         dtype = getattr(torch, problem.dtype)
         logits = torch.from_numpy(problem.logits).to(self.device, dtype)  # (T, N, C)

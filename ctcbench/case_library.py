@@ -27,9 +27,10 @@ from __future__ import annotations
 import fnmatch
 import importlib.resources
 import json
+import math
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ctcbench.problem import FLOAT_DTYPES
@@ -89,9 +90,10 @@ def _expect(ok: bool, where: str, expected: str, got) -> None:
 
 def parse_case(raw: dict, *, family: str, source: str) -> Case:
     """Validate one raw case table; errors name the file, the case and the field."""
+    _expect(isinstance(raw, dict), f"{source}: a case", "a table",
+            f"{type(raw).__name__} {raw!r}")
     name = raw.get("name")
     where = f"{source}: case {name!r}" if name else f"{source}: a case"
-    _expect(isinstance(raw, dict), where, "a table", type(raw).__name__)
     unknown = sorted(set(raw) - _FIELDS)
     _expect(not unknown, where, f"only the fields {', '.join(sorted(_FIELDS))}", unknown)
     _expect(isinstance(name, str) and bool(_NAME.match(name)), f"{where} name",
@@ -99,6 +101,9 @@ def parse_case(raw: dict, *, family: str, source: str) -> Case:
     for key in ("description", "provenance"):
         _expect(isinstance(raw.get(key), str) and raw[key].strip() != "", f"{where} {key}",
                 "a non-empty string", repr(raw.get(key)))
+    for key in ("dtypes", "variant", "ordering"):
+        _expect(isinstance(raw.get(key, []), list), f"{where} {key}", "a list",
+                repr(raw.get(key)))
     dtypes = tuple(raw.get("dtypes", ("float32", "float64")))
     bad = [d for d in dtypes if d not in FLOAT_DTYPES]
     _expect(dtypes and not bad, f"{where} dtypes", f"a list from {', '.join(FLOAT_DTYPES)}",
@@ -108,30 +113,37 @@ def parse_case(raw: dict, *, family: str, source: str) -> Case:
     from ctcbench.case_builders import GENERATORS, TRANSFORMS
     from ctcbench.expected import ORACLES
     gen = raw["build"].get("generator")
-    _expect(gen in GENERATORS, f"{where} build.generator", f"one of {', '.join(GENERATORS)}",
-            repr(gen))
+    _expect(isinstance(gen, str) and gen in GENERATORS, f"{where} build.generator",
+            f"one of {', '.join(GENERATORS)}", repr(gen))
     oracle = raw["expect"].get("oracle")
-    _expect(oracle in ORACLES, f"{where} expect.oracle", f"one of {', '.join(ORACLES)}",
-            repr(oracle))
+    _expect(isinstance(oracle, str) and oracle in ORACLES, f"{where} expect.oracle",
+            f"one of {', '.join(ORACLES)}", repr(oracle))
     variants = tuple(raw.get("variant", ()))
     for v in variants:
-        _expect(isinstance(v, dict) and v.get("transform") in TRANSFORMS,
+        _expect(isinstance(v, dict) and isinstance(v.get("transform"), str)
+                and v["transform"] in TRANSFORMS,
                 f"{where} variant.transform", f"one of {', '.join(TRANSFORMS)}",
                 repr(v.get("transform") if isinstance(v, dict) else v))
     ordering = tuple(raw.get("ordering", ()))
-    samples = raw["build"].get("sample") or []
-    names = [s.get("name", f"sample{n}") for n, s in enumerate(samples) if isinstance(s, dict)]
-    _expect(set(ordering) <= set(names) and len(ordering) != 1, f"{where} ordering",
+    samples = raw["build"].get("sample")
+    _expect(isinstance(samples, list) and samples and all(isinstance(s, dict) for s in samples),
+            f"{where} build.sample", "a non-empty list of sample tables", repr(samples))
+    names = [s.get("name", f"sample{n}") for n, s in enumerate(samples)]
+    _expect(all(o in names for o in ordering) and len(ordering) != 1, f"{where} ordering",
             f"two or more sample names from {names}", list(ordering))
-    tolerances = {}
+    tolerances, keys = {}, [f.name for f in fields(Tolerance)]
+    _expect(isinstance(raw.get("tolerance", {}), dict), f"{where} tolerance",
+            f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", repr(raw.get("tolerance")))
     for dtype, tol in raw.get("tolerance", {}).items():
         _expect(dtype in FLOAT_DTYPES and isinstance(tol, dict), f"{where} tolerance",
-                f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", dtype)
-        try:
-            tolerances[dtype] = replace(DEFAULT_TOLERANCES[dtype], **tol)
-        except TypeError:
-            raise ValueError(f"{where} tolerance.{dtype}: expected keys loss_rtol, loss_atol, "
-                             f"grad_atol, got {sorted(tol)}") from None
+                f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", f"{dtype} = {tol!r}")
+        _expect(set(tol) <= set(keys), f"{where} tolerance.{dtype}",
+                f"keys {', '.join(keys)}", sorted(tol))
+        for key, value in tol.items():
+            _expect(isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and not math.isnan(value) and value >= 0, f"{where} tolerance.{dtype}.{key}",
+                    "a non-negative number", repr(value))
+        tolerances[dtype] = replace(DEFAULT_TOLERANCES[dtype], **tol)
     return Case(name=name, description=raw["description"].strip(),
                 provenance=raw["provenance"].strip(), family=family, build=raw["build"],
                 expect=raw["expect"], dtypes=dtypes, variants=variants, ordering=ordering,

@@ -96,7 +96,8 @@ def cases_cmd(case_dirs, fmt):
 @library_errors
 def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
-    from ctcbench.compare import compare, df_records, format_table, summarize
+    from ctcbench.compare import (compare, df_records, format_table, nothing_checked, summarize,
+                                  to_csv)
     from ctcbench.results import to_json
     if resume and out is None:
         raise click.UsageError("--resume needs --out (the run folder to continue)")
@@ -106,9 +107,11 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
     if fmt == "json":
         click.echo(to_json({"summary": summary, "rows": df_records(df)}, indent=1))
     elif fmt == "csv":
-        click.echo(df.to_csv(index=False), nl=False)
+        click.echo(to_csv(df), nl=False)
     else:
         click.echo(format_table(df))
+    if nothing_checked(summary):  # a gate must not pass on nothing
+        raise click.ClickException(nothing_checked(summary))
     if summary["failed"]:
         raise SystemExit(1)
 

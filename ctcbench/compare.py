@@ -46,10 +46,14 @@ REFERENCE = "numpy"
 STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",
                 "ok")  # failures first
 FAILING = ("mismatch", "crashed", "timeout", "error")
+CHECKED = FAILING + ("known", "ok")  # rows where a backend really ran on a case
+RERUN = ("error", "crashed", "timeout")  # may be transient: ``resume`` runs them again
 KEY = ("backend", "case", "dtype", "device")
 COLUMNS = ("status", "backend", "case", "dtype", "device", "loss", "expected_loss", "abs_err",
            "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite",
            "margin", "time_s", "family", "oracle", "variants", "compute_dtype", "reason")
+NUMBERS = ("loss", "expected_loss", "abs_err", "rel_err", "grad_err", "ref_loss_err",
+           "ref_grad_err", "margin", "time_s")  # None: not applicable; NaN: a NaN result
 
 
 @dataclass
@@ -274,7 +278,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         built-in library); default every case.
       dtypes: restrict to these dtypes; default each case's own list.
       out: run folder (default ``reports/compare-<UTC time>``); ``resume`` keeps the rows an
-        earlier run left in it and does only the rest.
+        earlier run left in it and does only the rest; rows that ended in ``error``,
+        ``crashed`` or ``timeout`` may be transient and run again.
       progress: tqdm bar on stderr; default only when stderr is a terminal.
       plot: also save ``margins.png``, a heat map of error / tolerance (see compare_plot).
     Returns:
@@ -300,7 +305,10 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             get_backend(name)  # raises KeyError listing the known names, before anything runs
     run_dir = new_run_dir("compare", out)
     log = RowLog(run_dir / "rows.jsonl")
-    kept = [r for r in log.rows() if r.get("status") != "skipped"] if resume else []
+    # skipped rows are redone every run (the backend may be available now), failures that
+    # may be transient are run again; everything else is kept as it was.
+    kept = ([r for r in log.rows(floats=NUMBERS) if r.get("status") not in ("skipped",) + RERUN]
+            if resume else [])
     if not resume and log.path.exists():
         log.path.unlink()
     done = {tuple(r.get(k) for k in KEY) for r in kept}
@@ -344,7 +352,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         prep.reference = None  # the reference's tables can be large; done with this case
     bar.close()
     df = tidy(kept + rows)
-    df.to_csv(run_dir / "rows.csv", index=False)
+    (run_dir / "rows.csv").write_text(to_csv(df))
     (run_dir / "rows.json").write_text(to_json(df_records(df), indent=1) + "\n")
     if plot and (df["case"] != "*").any():
         from ctcbench.compare_plot import plot_margins
@@ -364,8 +372,10 @@ def _warm_up(backend) -> None:
 
 
 def tidy(rows: list[dict]) -> pd.DataFrame:
-    """Rows as a DataFrame with every column, one row per key, failures first."""
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    """Rows as a DataFrame with every column, one row per key, failures first. Columns hold
+    objects, so a value that does not apply (None) stays apart from a NaN result."""
+    df = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS),
+                      dtype=object)
     df = df.drop_duplicates(subset=list(KEY), keep="last")
     rank = df["status"].map({s: i for i, s in enumerate(STATUS_ORDER)})
     df = df.assign(_rank=rank).sort_values(["_rank", "backend", "case", "dtype"], kind="stable")
@@ -373,24 +383,43 @@ def tidy(rows: list[dict]) -> pd.DataFrame:
 
 
 def df_records(df: pd.DataFrame) -> list[dict]:
-    """JSON-ready rows: NaN -> None, inf kept as the string "inf"."""
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
-            for r in df.to_dict(orient="records")]
+    """JSON-ready rows: not applicable is None (null); ``to_json`` spells NaN and inf as the
+    strings "nan" and "inf"."""
+    return df.to_dict(orient="records")
+
+
+def to_csv(df: pd.DataFrame) -> str:
+    """The rows as CSV: not applicable is an empty field, a NaN result the word nan."""
+    spelled = df.map(lambda v: "nan" if isinstance(v, float) and math.isnan(v) else v)
+    return spelled.to_csv(index=False)
 
 
 def summarize(df: pd.DataFrame) -> dict:
-    """Counts per status and the failing rows; ``failed`` is what a CI gate checks."""
+    """Counts per status and the failing rows; ``failed`` is what a CI gate checks: true on
+    any failing row, and when no row was checked at all (``checked`` is 0)."""
     counts = {s: int((df["status"] == s).sum()) for s in STATUS_ORDER}
     failing = df[df["status"].isin(FAILING)]
-    return {"failed": bool(len(failing)), "counts": counts,
+    checked = int(df["status"].isin(CHECKED).sum())
+    return {"failed": bool(len(failing)) or checked == 0, "checked": checked, "counts": counts,
             "failing": [f"{r.backend}/{r.case}/{r.dtype}" for r in failing.itertuples()],
             "failing_cases": sorted(set(failing["case"])),
             "run_dir": df.attrs.get("run_dir")}
 
 
+def nothing_checked(summary: dict) -> str | None:
+    """Why a run that checked no row cannot pass, or None when some row was checked."""
+    if summary["checked"]:
+        return None
+    counts = ", ".join(f"{n} {k}" for k, n in summary["counts"].items() if n)
+    return "nothing was checked: " + (f"no backend ran on any case ({counts})" if counts else
+                                      "no case offers the selected dtypes")
+
+
 def _fmt(x, spec: str) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if x is None:  # does not apply
         return "-"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
     return format(x, spec)
 
 
@@ -408,7 +437,7 @@ def format_table(df: pd.DataFrame, *, reason_width: int = 70) -> str:
             v = r.get(key)
             if key == "time_s" and v is not None and not (isinstance(v, float) and math.isnan(v)):
                 v = v * 1e3
-            text = _fmt(v, spec) if spec != "s" else ("" if v is None or v != v else str(v))
+            text = _fmt(v, spec) if spec != "s" else ("" if v is None else str(v))
             if key == "reason" and len(text) > reason_width:
                 text = text[: reason_width - 3] + "..."
             line.append(text)
@@ -425,7 +454,9 @@ def format_table(df: pd.DataFrame, *, reason_width: int = 70) -> str:
     counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
     verdict = "FAILED" if s["failed"] else "passed"
     tail = f"compare {verdict}: {counts or 'no rows'}"
-    if s["failed"]:
+    if nothing_checked(s):
+        tail += f"; {nothing_checked(s)}"
+    if s["failing_cases"]:
         tail += f"; failing cases: {', '.join(s['failing_cases'])}"
     if s["run_dir"]:
         tail += f"; results in {s['run_dir']}"

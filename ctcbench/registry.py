@@ -6,7 +6,8 @@ A backend is any object with ``run(problem) -> result`` where ``result`` has
                zero on padded frames and for infeasible samples.
 A backend may also accept ``run(problem, *, grad_weights=w)``, ``w (N,)`` the upstream
 gradient of each loss (e.g. a reduction's weights); it then returns the gradient of
-``sum(w * loss)``. Drivers test this only where ``run`` declares the keyword.
+``sum(w * loss)``. Drivers test this only where ``run`` declares the keyword; ``w`` is
+checked by :func:`grad_weights_array` before a backend sees it.
 Constructing a backend must be cheap and must raise :class:`BackendUnavailable` when it
 cannot run here (package missing, no GPU). Third parties register a class or zero-argument
 factory under the entry-point group ``ctcbench.backends``; the entry point's name is the
@@ -171,6 +172,8 @@ class Backend:
 
     def run(self, problem, **kwargs) -> "BackendResult":
         """``kwargs`` go to the implementation (e.g. ``grad_weights`` where it takes them)."""
+        if kwargs.get("grad_weights") is not None:
+            kwargs["grad_weights"] = grad_weights_array(kwargs["grad_weights"], problem.shape[1])
         return as_result(self.impl.run(problem, **kwargs), problem)
 
     def __getattr__(self, attr):  # anything else a backend offers (e.g. posteriors)
@@ -221,6 +224,20 @@ def as_result(raw, problem) -> BackendResult:
         raise ValueError(f"backend result grad_logits: expected shape {(T, N, C)}, got {grad.shape}")
     return BackendResult(loss, grad, getattr(raw, "compute_dtype", None),
                          list(getattr(raw, "notes", []) or []), raw=raw)
+
+
+def grad_weights_array(grad_weights, n: int) -> np.ndarray:
+    """``grad_weights`` as the contract wants it: ``(N,)`` float64, one upstream gradient per
+    loss; anything else is a ValueError saying what was expected."""
+    expected = (f"grad_weights: expected shape ({n},) real numbers (one upstream gradient "
+                "per sample)")
+    try:
+        w = np.asarray(_numpy(grad_weights))
+    except (TypeError, ValueError) as exc:  # ragged lists and the like
+        raise ValueError(f"{expected}, got {type(grad_weights).__name__} ({exc})") from None
+    if w.shape != (n,) or w.dtype.kind not in "iuf":
+        raise ValueError(f"{expected}, got shape {w.shape} of {w.dtype.name}")
+    return w.astype(np.float64)
 
 
 def _numpy(x):

@@ -24,7 +24,11 @@ def new_run_dir(kind: str, out: str | Path | None = None) -> Path:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
         out = DEFAULT_REPORTS / f"{kind}-{stamp}"
     path = Path(out)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way, no permission
+        raise ValueError(f"--out: expected a folder that exists or can be created, got "
+                         f"{str(out)!r} ({exc.strerror})") from None
     return path
 
 
@@ -64,15 +68,21 @@ class RowLog:
             f.write(to_json(row) + "\n")
             f.flush()
 
-    def rows(self) -> list[dict]:
+    def rows(self, floats=()) -> list[dict]:
+        """The rows written so far; in the fields named in ``floats``, the strings "inf",
+        "-inf" and "nan" that ``to_json`` wrote are floats again, as in a fresh row."""
         if not self.path.exists():
             return []
         rows = []
         for line in self.path.read_text().splitlines():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:  # a line cut by an interruption
                 continue
+            for key in floats:
+                if row.get(key) in ("inf", "-inf", "nan"):
+                    row[key] = float(row[key])
+            rows.append(row)
         return rows
 
     def done(self, *key_fields: str) -> set[tuple]:

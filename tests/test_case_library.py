@@ -130,3 +130,34 @@ def test_cases_command_lists_library_and_user_folders(tmp_path):
     res = runner.invoke(cli, ["cases", "--cases", str(tmp_path)])
     assert res.exit_code == 1 and "expect.oracle: expected one of" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("file, text, message", [
+    ("bad.json", '{"case": [1]}', "bad.json: a case: expected a table, got int 1"),
+    ("bad.toml", MINIMAL.format(name="x", oracle="brute_force").replace(
+        'provenance = "test"', 'provenance = "test"\ntolerance = "tight"'),
+     "bad.toml: case 'x' tolerance: expected tables named after dtypes"),
+    ("bad.toml", MINIMAL.format(name="x", oracle="brute_force")
+     + '[case.tolerance.float32]\ngrad_atol = "abc"\n',
+     "bad.toml: case 'x' tolerance.float32.grad_atol: expected a non-negative number, got 'abc'"),
+    ("bad.toml", MINIMAL.format(name="x", oracle="brute_force")
+     + '[case.tolerance.float32]\nloss_rtol = -1\n',
+     "bad.toml: case 'x' tolerance.float32.loss_rtol: expected a non-negative number"),
+    ("bad.toml", MINIMAL.format(name="x", oracle="brute_force").replace(
+        'provenance = "test"', 'provenance = "test"\ndtypes = "float32"'),
+     "bad.toml: case 'x' dtypes: expected a list"),
+    ("bad.json", json.dumps({"case": [{"name": "x", "description": "d", "provenance": "p",
+                                       "build": {"generator": "random", "sample": [3]},
+                                       "expect": {"oracle": "brute_force"}}]}),
+     "bad.json: case 'x' build.sample: expected a non-empty list of sample tables"),
+])
+def test_wrongly_typed_fields_fail_at_load_time(tmp_path, file, text, message):
+    """Fields of the wrong type are one `Error:` line naming file, case and field, from both
+    `cases` and `compare`, before any backend runs."""
+    (tmp_path / file).write_text(text)
+    for args in (["cases"], ["compare", "--backend", "numpy", "--no-plot",
+                             "--out", str(tmp_path / "run")]):
+        res = CliRunner().invoke(cli, [*args, "--cases", str(tmp_path)])
+        assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+        assert f"Error: {message}" in res.output
+    assert not (tmp_path / "run").exists()

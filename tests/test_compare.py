@@ -1,7 +1,9 @@
 """`ctcbench compare`: the CI gate over the whole library, and a wrong plugin that it must catch."""
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -281,3 +283,129 @@ def test_unbuildable_user_case_fails_before_running(tmp_path):
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "case 'too_big' in big.toml (float32): expected a buildable case" in res.output
     assert "C**T <=" in res.output and not out.exists()
+
+
+def test_resume_after_an_infinite_loss(tmp_path):
+    """Rows read back on --resume are numbers again: an infeasible target's inf loss formats
+    as inf in the table, as in a fresh run."""
+    out = str(tmp_path / "run")
+    args = ["compare", "--no-plot", "--backend", "numpy", "--case", "infeasible_target",
+            "--out", out]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(cli, [*args, "--resume"])
+    assert again.exit_code == 0 and "Traceback" not in again.output, again.output
+    rows = [line.split() for line in again.stdout.splitlines()[1:-1]]
+    assert [r[5:7] for r in rows] == [["inf", "inf"]] * 2  # loss, expected: T < L + repeats
+    df = compare(["numpy"], ["infeasible_target"], out=out, resume=True, progress=False)
+    assert all(isinstance(x, float) and math.isinf(x) for x in df["loss"])
+
+
+class Flaky:
+    """Raises while ``broken`` is set (a transient failure), else the reference's answer."""
+
+    broken = True
+
+    def run(self, problem):
+        from ctcbench.backends.numpy_ref import NumpyBackend
+        if Flaky.broken:
+            raise RuntimeError("device busy")
+        return NumpyBackend().run(problem)
+
+
+def test_resume_reruns_errors_and_keeps_the_rest(monkeypatch, tmp_path):
+    """--resume runs error rows again (they may be transient) but keeps a mismatch as it was."""
+    monkeypatch.setattr(registry, "_registered", {})
+    monkeypatch.setattr(Flaky, "broken", True)
+    registry.register("flaky", Flaky)
+    registry.register("nan-grad", NanGradient)
+    args = (["flaky", "nan-grad"], ["warpctc_small", "toy_alpha_beta"], ["float64"])
+    first = compare(*args, out=tmp_path, progress=False)
+    status = {(r.backend, r.case): r.status for r in first.itertuples()}
+    assert status == {("flaky", "warpctc_small"): "error", ("flaky", "toy_alpha_beta"): "error",
+                      ("nan-grad", "warpctc_small"): "mismatch",
+                      ("nan-grad", "toy_alpha_beta"): "mismatch"}
+    lines = len((tmp_path / "rows.jsonl").read_text().splitlines())
+    Flaky.broken = False
+    second = compare(*args, out=tmp_path, resume=True, progress=False)
+    new = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()[lines:]]
+    assert {(r["backend"], r["case"], r["status"]) for r in new} == {
+        ("flaky", "warpctc_small", "ok"), ("flaky", "toy_alpha_beta", "ok")}
+    status = {(r.backend, r.case): r.status for r in second.itertuples()}
+    assert status == {("flaky", "warpctc_small"): "ok", ("flaky", "toy_alpha_beta"): "ok",
+                      ("nan-grad", "warpctc_small"): "mismatch",
+                      ("nan-grad", "toy_alpha_beta"): "mismatch"}
+
+
+class Unavailable:
+    def __init__(self):
+        raise registry.BackendUnavailable("no such device here")
+
+
+@pytest.mark.parametrize("args", [
+    ["--backend", "numpy", "--case", "uniform_long_t2000", "--dtype", "float16"],  # not its dtype
+    ["--backend", "nowhere", "--case", "tf_basic"],  # the only backend cannot run here
+])
+def test_a_run_that_checks_nothing_fails(monkeypatch, tmp_path, args):
+    """A gate must not pass on nothing: no row checked -> exit 1, a clear error, checked 0."""
+    monkeypatch.setattr(registry, "_registered", {"nowhere": Unavailable})
+    res = CliRunner().invoke(cli, ["compare", "--no-plot", "--out", str(tmp_path / "r"),
+                                   "--format", "json", *args])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "Error: nothing was checked" in res.stderr
+    summary = json.loads(res.stdout)["summary"]
+    assert summary["checked"] == 0 and summary["failed"] is True
+
+
+class NanGradient:
+    """Right loss, NaN gradient everywhere."""
+
+    def run(self, problem):
+        from ctcbench.backends.numpy_ref import NumpyBackend
+        result = NumpyBackend().run(problem)
+        result.grad_logits = np.full_like(result.grad_logits, np.nan)
+        return result
+
+
+def test_nan_error_is_not_shown_as_not_applicable(monkeypatch, tmp_path):
+    """A NaN gradient error reads nan in table, JSON and CSV; a gradient the oracle does not
+    give (uniform) reads -, null, empty."""
+    monkeypatch.setattr(registry, "_registered", {})
+    registry.register("nan-grad", NanGradient)
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    (folder / "u.toml").write_text(textwrap.dedent("""
+        [[case]]
+        name = "small_uniform"
+        description = "uniform logits: loss only, no oracle gradient"
+        provenance = "closed form"
+        dtypes = ["float64"]
+        [case.build]
+        generator = "uniform"
+        C = 4
+        [[case.build.sample]]
+        target = [1, 1]
+        T = 5
+        [case.expect]
+        oracle = "uniform"
+        """))
+    base = ["compare", "--no-plot", "--backend", "nan-grad", "--cases", str(folder)]
+    runs = {fmt: CliRunner().invoke(cli, [*base, "--format", fmt, "--out", str(tmp_path / fmt)])
+            for fmt in ("table", "json", "csv")}
+    assert all(r.exit_code == 1 for r in runs.values())  # a NaN gradient is a mismatch
+    head, row = (line.split() for line in runs["table"].stdout.splitlines()[:2])
+    cells = dict(zip(head[:10], row[:10]))
+    assert (cells["status"], cells["grad_err"], cells["ref_grad"]) == ("mismatch", "-", "nan")
+    (got,) = json.loads(runs["json"].stdout)["rows"]
+    assert got["grad_err"] is None and got["ref_grad_err"] == "nan"
+    (got,) = csv.DictReader(runs["csv"].stdout.splitlines())
+    assert got["grad_err"] == "" and got["ref_grad_err"] == "nan"
+
+
+def test_out_under_a_file_is_a_clean_error(tmp_path):
+    """--out below a file is one error line naming --out, not a NotADirectoryError traceback."""
+    (tmp_path / "afile").write_text("")
+    res = CliRunner().invoke(cli, ["compare", "--no-plot", "--backend", "numpy", "--case",
+                                   "tf_basic", "--out", str(tmp_path / "afile" / "sub")])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "Error: --out: expected a folder" in res.output

@@ -54,3 +54,26 @@ def test_problem_example_runs():
     namespace = {}
     exec(python_block_after("## The problem and its conventions"), namespace)
     assert namespace["result"].loss.shape == (2,)
+
+
+def test_case_file_example_passes_compare(tmp_path):
+    """The README's example case file holds: numpy and torch are ok on it in every dtype."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ctcbench.cli import cli
+    text = README.read_text()
+    start = text.index("A case file of your own")
+    block = re.search(r"```toml\n(.*?)```", text[start:], re.S).group(1)
+    assert "ordering" in block
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "mine.toml").write_text(block)
+    res = CliRunner().invoke(cli, ["compare", "--no-plot", "--backend", "numpy", "--backend",
+                                   "torch", "--cases", str(tmp_path / "cases"), "--format",
+                                   "json", "--out", str(tmp_path / "run")])
+    rows = json.loads(res.stdout)["rows"]
+    assert res.exit_code == 0, [r["reason"] for r in rows]
+    assert sorted((r["backend"], r["dtype"], r["status"]) for r in rows) == [
+        ("numpy", "float32", "ok"), ("numpy", "float64", "ok"),
+        ("torch", "float32", "ok"), ("torch", "float64", "ok")]

@@ -27,3 +27,15 @@ def test_unknown_reduction_names_the_choices():
     """A wrong reduction name is a ValueError listing the choices."""
     with pytest.raises(ValueError, match="reduction: expected one of none, sum, mean, got 'avg'"):
         reduce_loss(np.zeros(2), np.ones(2), "avg")
+
+
+@pytest.mark.parametrize("loss, lengths, message", [
+    ([1.0, 2.0], [1], r"target_lengths: expected shape \(2,\) non-negative integers"),
+    ([1.0, 2.0], [1, -1], r"target_lengths: expected shape \(2,\) non-negative integers"),
+    ([1.0, 2.0], [1, 1.5], r"target_lengths: expected shape \(2,\) non-negative integers"),
+    ([[1.0, 2.0]], [1, 1], r"loss: expected shape \(N,\) per-sequence losses"),
+])
+def test_inputs_of_the_wrong_shape_are_refused(loss, lengths, message):
+    """No silent broadcasting: [1, 2] with one target length is an error, not 3.0."""
+    with pytest.raises(ValueError, match=message):
+        reduce_loss(loss, lengths, "mean")

@@ -123,3 +123,35 @@ def test_imports_are_lazy():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+class KeepsWeights:
+    """Records the upstream weights it is handed."""
+
+    seen = None
+
+    def run(self, problem, *, grad_weights=None):
+        KeepsWeights.seen = grad_weights
+        return get_backend("numpy").run(problem, grad_weights=grad_weights)
+
+
+@pytest.mark.parametrize("weights, got", [
+    ([1.0, 2.0], "got shape (2,)"),
+    ([[1.0, 2.0, 3.0]], "got shape (1, 3)"),
+    (["a", "b", "c"], "got shape (3,) of str"),
+    ([1.0, [2.0], 3.0], "got list"),
+])
+@pytest.mark.parametrize("name", ["numpy", "torch", "keeps-weights"])
+def test_grad_weights_of_the_wrong_shape_or_type_say_so(monkeypatch, name, weights, got):
+    """Upstream weights must be (N,) real numbers, checked once for every backend with one
+    message, before the backend sees them."""
+    monkeypatch.setattr(registry, "_registered", {"keeps-weights": KeepsWeights})
+    problem = CTCProblem(np.zeros((4, 3, 5)), [[1], [2], [3]], [4, 4, 4], [1, 1, 1])
+    with pytest.raises(ValueError,
+                       match=r"grad_weights: expected shape \(3,\) real numbers") as info:
+        get_backend(name).run(problem, grad_weights=weights)
+    assert got in str(info.value)
+    KeepsWeights.seen = None
+    get_backend(name).run(problem, grad_weights=[1, 2, 3])
+    if name == "keeps-weights":
+        assert KeepsWeights.seen.dtype == np.float64 and KeepsWeights.seen.tolist() == [1, 2, 3]

@@ -123,3 +123,14 @@ def test_cuda_backends_match_reference(name):
     ref, got = get_backend("numpy").run(problem), get_backend(name).run(problem)
     np.testing.assert_allclose(got.loss, ref.loss, rtol=1e-4)
     np.testing.assert_allclose(got.grad_logits, ref.grad_logits, atol=1e-4)
+
+
+def test_no_frames_at_all():
+    """T = 0 (torch's kernel refuses empty log_probs): only the empty target has a path, so
+    the loss is 0 for it and inf otherwise, with a zero-size gradient."""
+    problem = CTCProblem(np.zeros((0, 3, 4), np.float32), [[1, 2], [0, 0], [3, 0]], [0, 0, 0],
+                         [2, 0, 1])
+    for result in (get_backend("torch").run(problem),
+                   get_backend("torch").run(problem, grad_weights=[1.0, -2.0, 0.5])):
+        np.testing.assert_array_equal(result.loss, [math.inf, 0.0, math.inf])
+        assert result.grad_logits.shape == (0, 3, 4)
