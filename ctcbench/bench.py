@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ctcbench.problem import CTCProblem
-from ctcbench.registry import BackendUnavailable, UnsupportedProblem, get_backend, backend_names
+from ctcbench.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
+                               get_backend)
 from ctcbench.results import RowLog, new_run_dir, write_meta
 
 REFERENCE = "torch"  # every ratio is to this backend, measured in the same run
@@ -249,6 +250,13 @@ def _size_fields(size: Size) -> dict:
     return {"T": size.T, "N": size.N, "C": size.C, "L": size.L, "cells": size.cells}
 
 
+def _failure(exc: Exception) -> dict:
+    """Status and reason for a backend that failed: ``crashed`` / ``timeout`` for an isolated
+    worker that died or hung (``BackendFailure.status``), else ``error``."""
+    status = exc.status if isinstance(exc, BackendFailure) else "error"
+    return {"status": status, "reason": f"{type(exc).__name__}: {exc}"}
+
+
 def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup: int = 1,
                  seed: int = 0, memory: bool = True) -> list[dict]:
     """One row per backend for one size; ``backends`` maps name -> backend or the
@@ -269,7 +277,7 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
             rows[name] = {**base, "status": "unsupported", "reason": str(exc)}
             continue
         except Exception as exc:  # a failing backend must not stop the others
-            rows[name] = {**base, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+            rows[name] = {**base, **_failure(exc)}
             continue
         rows[name], ready[name] = {**base, "status": "ok", "reason": None}, backend
 
@@ -278,8 +286,12 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
               for name, w in warm.items()}
     times = {name: [] for name in ready}
     for _ in range(repeat):  # interleaved: every backend once per repeat
-        for name, backend in ready.items():
-            times[name].append(_timed(backend, problem, number[name]))
+        for name, backend in list(ready.items()):
+            try:
+                times[name].append(_timed(backend, problem, number[name]))
+            except Exception as exc:  # a crash in a later call must not stop the others
+                rows[name].update(_failure(exc))
+                del ready[name], times[name]
 
     ref = np.array(times[REFERENCE]) if REFERENCE in times else None
     for name, ts in times.items():
@@ -295,7 +307,11 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
             row.update(ratio_to_torch=float(r50), ratio_min=float(pair.min()),
                        ratio_q25=float(r25), ratio_q75=float(r75), ratio_max=float(pair.max()))
         if memory:
-            peak = peak_rss_delta(lambda: ready[name].run(problem))
+            try:
+                peak = peak_rss_delta(lambda: ready[name].run(problem))
+            except Exception as exc:
+                row.update(_failure(exc))
+                continue
             row["peak_rss_mb"] = None if peak is None else peak / 2**20
     return [rows[name] for name in backends]
 
@@ -322,6 +338,7 @@ def resolve_backends(names=()) -> dict:
 
 
 KEY = ("backend", "T", "N", "C", "L", "dtype")
+FAILED = ("error", "crashed", "timeout")
 
 
 @dataclass
@@ -343,7 +360,8 @@ def run_bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: i
     resolved = resolve_backends(backends)
     run_dir = new_run_dir("bench", out)
     log = RowLog(run_dir / "rows.jsonl")
-    done = log.done(*KEY)
+    # a failed row (error, crashed, timeout) may be transient: a resumed run measures it again
+    done = {tuple(r.get(k) for k in KEY) for r in log.rows() if r.get("status") not in FAILED}
     config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),
               "repeat": repeat, "warmup": warmup, "dtype": dtype, "seed": seed,
               "reference": REFERENCE, **thread_info}

@@ -110,3 +110,17 @@ class RaisesOnRequest(NumpyBackend):
         if problem.blank == 2:
             return 1 / 0
         return super().run(problem)
+
+
+class SegfaultOnThirdCall(NumpyBackend):
+    """A plugin whose worker survives two calls (a bench's warm-up and calibration) and dies
+    on the third."""
+
+    isolated = True
+    calls = 0
+
+    def run(self, problem):
+        SegfaultOnThirdCall.calls += 1
+        if SegfaultOnThirdCall.calls >= 3:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().run(problem)
