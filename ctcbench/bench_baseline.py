@@ -56,6 +56,12 @@ def load_rows(path) -> list[dict]:
         raise ValueError(f"baseline {path}: expected bench rows with fields "
                          f"{', '.join(KEY)}, got {len(rows) if isinstance(rows, list) else 0} "
                          f"usable rows")
+    for i, row in enumerate(rows):
+        try:
+            _key(row)
+        except (TypeError, ValueError):
+            raise ValueError(f"baseline {path} row {i + 1}: expected integers for T, N, C, L, "
+                             f"got { {k: row[k] for k in 'TNCL'} }") from None
     return rows
 
 

@@ -57,3 +57,12 @@ def test_load_rows_from_folder_json_and_csv(tmp_path):
         load_rows(tmp_path / "junk.json")
     with pytest.raises(FileNotFoundError, match=r"baseline: expected a bench run folder"):
         load_rows(tmp_path / "nothing")
+
+
+def test_load_rows_refuses_a_size_that_is_not_an_integer(tmp_path):
+    """A baseline row whose T is not a number is named when loading, not a bare int() error."""
+    (tmp_path / "bench.csv").write_text("backend,T,N,C,L,dtype,time_median_s\n"
+                                        "numpy,x,4,20,10,float64,1.0\n")
+    with pytest.raises(ValueError, match=r"baseline .*bench.csv row 1: expected integers for "
+                                         r"T, N, C, L, got .*'T': 'x'"):
+        load_rows(tmp_path / "bench.csv")
