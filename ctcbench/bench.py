@@ -30,7 +30,7 @@ import numpy as np
 from ctcbench.problem import CTCProblem
 from ctcbench.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
                                get_backend)
-from ctcbench.results import RowLog, new_run_dir, write_meta
+from ctcbench.results import RowLog, new_run_dir, read_text, write_meta
 
 REFERENCE = "torch"  # every ratio is to this backend, measured in the same run
 DTYPES = ("float32", "float64")
@@ -113,14 +113,15 @@ def load_grid(grid: str) -> list[Size]:
     if not path.is_file():
         raise FileNotFoundError(f"grid: expected one of {', '.join(GRIDS)} or a JSON/CSV file, "
                                 f"got {grid!r} (no such file)")
-    text = path.read_text()
+    text = read_text(path, f"grid {path}")
     if path.suffix.lower() == ".json":
         try:
             records = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"grid {path}: expected JSON, got a parse error ({exc})") from None
     else:
-        records = list(csv.DictReader(text.splitlines()))
+        records = [{(k or "").strip(): v for k, v in rec.items()}  # "T, N, C, L" headers too
+                   for rec in csv.DictReader(text.splitlines())]
     _expect(isinstance(records, list) and len(records) > 0, f"grid {path}",
             "a non-empty list of {T, N, C, L} rows", type(records).__name__ if not isinstance(
                 records, list) else "an empty list")

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctcbench.results import RowLog
+from ctcbench.results import RowLog, read_text
 
 # metric name on the command line -> row field, unit for messages
 METRICS = {"time": ("time_median_s", "s"), "ratio": ("ratio_to_torch", "x torch"),
@@ -42,15 +42,16 @@ def load_rows(path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"baseline: expected a bench run folder or its rows.jsonl, "
                                 f"bench.json or bench.csv, got {str(path)!r} (no such file)")
+    text = read_text(path, f"baseline {path}")
     if path.suffix == ".jsonl":
         rows = RowLog(path).rows()
     elif path.suffix == ".json":
         try:
-            rows = json.loads(path.read_text())
+            rows = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"baseline {path}: expected JSON, got a parse error ({exc})") from None
     else:
-        rows = list(csv.DictReader(path.read_text().splitlines()))
+        rows = list(csv.DictReader(text.splitlines()))
     if not isinstance(rows, list) or not all(isinstance(r, dict) and set(KEY) <= set(r)
                                              for r in rows) or not rows:
         raise ValueError(f"baseline {path}: expected bench rows with fields "

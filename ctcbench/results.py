@@ -32,6 +32,16 @@ def new_run_dir(kind: str, out: str | Path | None = None) -> Path:
     return path
 
 
+def read_text(path: Path, what: str) -> str:
+    """A text file's contents (UTF-8, a byte-order mark dropped), or a ValueError naming
+    ``what`` ("grid sizes.csv") when it is not text."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what}: expected a UTF-8 text file, got undecodable bytes at "
+                         f"position {exc.start}") from None
+
+
 def _jsonable(x):
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}

@@ -81,6 +81,14 @@ def test_load_grid_reads_json_and_csv_and_names_bad_fields(tmp_path):
         load_grid(str(tmp_path / "missing.json"))
 
 
+def test_load_grid_takes_spreadsheet_csv_headers(tmp_path):
+    """A CSV saved with a byte-order mark, or with spaces after the commas, reads the same."""
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbfT,N,C,L\n30,2,6,5\n")
+    (tmp_path / "spaced.csv").write_text("T, N, C, L\n30, 2, 6, 5\n")
+    assert load_grid(str(tmp_path / "bom.csv")) == [Size(30, 2, 6, 5)]
+    assert load_grid(str(tmp_path / "spaced.csv")) == [Size(30, 2, 6, 5)]
+
+
 def test_bench_problem_is_full_length_feasible_and_exact():
     """Bench problems: every target L labels, no blank, no adjacent repeat; the reference
     loss on uniform logits equals the closed form."""

@@ -67,3 +67,26 @@ def test_bad_options_get_one_clear_line(run, tmp_path, args, message):
     result = run(*args, "--out", str(tmp_path / "x"))
     assert result.exit_code == 1
     assert message in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\x00\xff\xfe\xb2 not text", "grid g.csv: expected a UTF-8 text file"),
+    (b"T,N,C,L\n20,2,5,x\n", "grid g.csv row 1: expected integers for T, N, C, L"),
+])
+def test_bad_grid_files_get_one_line_naming_the_grid(run, tmp_path, content, message):
+    """A grid file that is not text, or has a bad value, is one line naming the grid."""
+    (tmp_path / "g.csv").write_bytes(content)
+    result = run("--grid", str(tmp_path / "g.csv"), "--out", str(tmp_path / "x"))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: grid ") and "expected" in result.stderr
+    assert message.split(": ", 1)[1] in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_a_baseline_that_is_not_text_is_named(run, tmp_path, tiny_grid):
+    """A binary --baseline file gets one line naming the baseline, before any timing."""
+    (tmp_path / "base.csv").write_bytes(b"\x00\xff\xfe\xb2")
+    result = run("--grid", str(tiny_grid), "--out", str(tmp_path / "r"),
+                 "--baseline", str(tmp_path / "base.csv"))
+    assert result.exit_code == 1
+    assert "baseline" in result.stderr and "expected a UTF-8 text file" in result.stderr
+    assert not (tmp_path / "r").exists()
