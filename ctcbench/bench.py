@@ -263,10 +263,16 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
     """One row per backend for one size; ``backends`` maps name -> backend or the
     ``(status, reason)`` it could not be created with. ``warmup`` untimed calls, one call
     that sets how many calls one measurement loops, then ``repeat`` measurements."""
-    problem = make_problem(size, dtype=dtype, seed=seed)
+    try:
+        problem = make_problem(size, dtype=dtype, seed=seed)
+    except MemoryError as exc:  # a size too large for this machine: say so, go on to the next
+        problem, no_problem = None, ("error", f"MemoryError: the {size.label} logits do not fit "
+                                              f"in memory ({exc})")
     rows, ready, warm = {}, {}, {}
     for name, backend in backends.items():
         base = {"backend": name, **_size_fields(size), "dtype": dtype, "repeat": repeat}
+        if problem is None and not isinstance(backend, tuple):
+            backend = no_problem
         if isinstance(backend, tuple):
             rows[name] = {**base, "status": backend[0], "reason": backend[1]}
             continue

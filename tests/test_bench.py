@@ -153,3 +153,16 @@ def test_set_threads_sets_torch_and_rejects_zero():
     assert set_threads(1)["torch_threads"] == 1 and torch.get_num_threads() == 1
     with pytest.raises(ValueError, match=r"threads: expected an integer >= 1, got 0"):
         set_threads(0)
+
+
+def test_a_size_too_large_for_memory_is_an_error_row_and_the_run_goes_on(tmp_path):
+    """A grid size whose logits alone need ~15 TiB gets error rows naming memory; the other
+    size is still measured."""
+    grid = tmp_path / "g.json"
+    grid.write_text('[{"T": 2000000, "N": 20000, "C": 50, "L": 3}, {"T": 20, "N": 2, "C": 5, "L": 4}]')
+    run = run_bench(backends=["numpy"], grid=str(grid), repeat=1, out=tmp_path / "r",
+                    progress=False)
+    status = {(r["backend"], r["T"]): r["status"] for r in run.rows}
+    assert status == {("numpy", 20): "ok", ("torch", 20): "ok",
+                      ("numpy", 2000000): "error", ("torch", 2000000): "error"}
+    assert all("MemoryError" in r["reason"] for r in run.rows if r["T"] == 2000000)
