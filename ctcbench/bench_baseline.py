@@ -85,7 +85,14 @@ def compare(rows: list[dict], baseline: list[dict], fail_on=()) -> list[str]:
     messages = []
     for row in rows:
         old = old_rows.get(_key(row))
-        if old is None or row.get("status") != "ok":
+        if old is None:
+            continue
+        if row.get("status") != "ok":  # a backend that stopped working is the worst regression
+            if fail_on and old.get("status") == "ok" and row.get("status") != "skipped":
+                messages.append(
+                    f"{row['status']}: {row['backend']} at T={row['T']} N={row['N']} "
+                    f"C={row['C']} L={row['L']} {row['dtype']} was ok in the baseline "
+                    f"({row.get('reason')})")
             continue
         for metric, (field, unit) in METRICS.items():
             new_v, old_v = _number(row.get(field)), _number(old.get(field))

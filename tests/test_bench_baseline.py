@@ -66,3 +66,16 @@ def test_load_rows_refuses_a_size_that_is_not_an_integer(tmp_path):
     with pytest.raises(ValueError, match=r"baseline .*bench.csv row 1: expected integers for "
                                          r"T, N, C, L, got .*'T': 'x'"):
         load_rows(tmp_path / "bench.csv")
+
+
+def test_a_backend_ok_in_the_baseline_that_now_fails_is_a_regression():
+    """A row ok in the baseline that now crashed fails any --fail-on gate, naming the status;
+    a backend merely not installed here (skipped) does not."""
+    old = [_row(), _row(backend="tf")]
+    new = [{**_row(), "status": "crashed", "reason": "worker died with signal SIGSEGV"},
+           {**_row(backend="tf"), "status": "skipped", "reason": "not installed"}]
+    messages = compare(new, old, [parse_fail_on("ratio:20%")])
+    assert len(messages) == 1
+    assert messages[0].startswith("crashed: numpy at T=100 N=4 C=20 L=10 float64")
+    assert "SIGSEGV" in messages[0]
+    assert compare(new, old, []) == []
