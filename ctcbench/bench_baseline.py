@@ -82,11 +82,12 @@ def compare(rows: list[dict], baseline: list[dict], fail_on=()) -> list[str]:
     """Add ``baseline_<metric>`` and ``change_<metric>`` (relative) to ``rows`` in place and
     return one message per regression beyond a ``fail_on`` limit."""
     old_rows = {_key(r): r for r in baseline}
-    messages = []
+    messages, matched = [], 0
     for row in rows:
         old = old_rows.get(_key(row))
         if old is None:
             continue
+        matched += 1
         if row.get("status") != "ok":  # a backend that stopped working is the worst regression
             if fail_on and old.get("status") == "ok" and row.get("status") != "skipped":
                 messages.append(
@@ -107,4 +108,7 @@ def compare(rows: list[dict], baseline: list[dict], fail_on=()) -> list[str]:
                         f"{metric} regression: {row['backend']} at T={row['T']} N={row['N']} "
                         f"C={row['C']} L={row['L']} {row['dtype']}: {old_v:.4g} -> {new_v:.4g} "
                         f"{unit} ({change:+.1%}, limit +{rule.limit:.0%})")
+    if fail_on and not matched:  # a gate that compared nothing must not pass
+        messages.append("fail-on: expected the baseline to hold some backend, size and dtype of "
+                        "this run, got none in common (another grid or --dtype?)")
     return messages

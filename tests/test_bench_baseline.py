@@ -79,3 +79,11 @@ def test_a_backend_ok_in_the_baseline_that_now_fails_is_a_regression():
     assert messages[0].startswith("crashed: numpy at T=100 N=4 C=20 L=10 float64")
     assert "SIGSEGV" in messages[0]
     assert compare(new, old, []) == []
+
+
+def test_a_gate_with_nothing_in_common_with_the_baseline_fails():
+    """--fail-on against a baseline of other sizes compares nothing, and says so instead of
+    passing."""
+    messages = compare([_row(T=100)], [_row(T=999)], [parse_fail_on("time:20%")])
+    assert len(messages) == 1 and "got none in common" in messages[0]
+    assert compare([_row(T=100)], [_row(T=999)], []) == []
