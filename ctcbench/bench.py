@@ -367,6 +367,9 @@ def run_bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: i
     resolved = resolve_backends(backends)
     run_dir = new_run_dir("bench", out)
     log = RowLog(run_dir / "rows.jsonl")
+    _expect(all(set(KEY) <= set(r) for r in log.rows()), "--out",
+            "a new folder or one of an earlier bench run", f"{str(out)!r}, whose rows.jsonl "
+            "holds rows of another kind (a compare or convergence run?)")
     # a failed row (error, crashed, timeout) may be transient: a resumed run measures it again
     done = {tuple(r.get(k) for k in KEY) for r in log.rows() if r.get("status") not in FAILED}
     config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),

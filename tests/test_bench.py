@@ -166,3 +166,14 @@ def test_a_size_too_large_for_memory_is_an_error_row_and_the_run_goes_on(tmp_pat
     assert status == {("numpy", 20): "ok", ("torch", 20): "ok",
                       ("numpy", 2000000): "error", ("torch", 2000000): "error"}
     assert all("MemoryError" in r["reason"] for r in run.rows if r["T"] == 2000000)
+
+
+def test_out_holding_another_drivers_rows_is_refused_untouched(tmp_path, tiny_grid):
+    """--out pointing at a compare run folder is refused; its rows and meta stay as they were."""
+    (tmp_path / "rows.jsonl").write_text('{"backend": "numpy", "case": "tf_basic", "status": "ok"}\n')
+    (tmp_path / "meta.json").write_text('{"config": {"driver": "compare"}}\n')
+    with pytest.raises(ValueError, match=r"--out: expected a new folder or one of an earlier "
+                                         r"bench run"):
+        run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path, progress=False)
+    assert (tmp_path / "meta.json").read_text() == '{"config": {"driver": "compare"}}\n'
+    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 1
