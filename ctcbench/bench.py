@@ -31,6 +31,7 @@ from ctcbench.problem import CTCProblem
 from ctcbench.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
                                get_backend)
 from ctcbench.results import RowLog, new_run_dir, read_text, write_meta
+from ctcbench.worker import THREADS_ENV
 
 REFERENCE = "torch"  # every ratio is to this backend, measured in the same run
 DTYPES = ("float32", "float64")
@@ -163,10 +164,12 @@ def set_threads(n: int) -> dict:
     NumPy's element-wise ufuncs (all the reference uses) are single-threaded anyway. BLAS
     threads are limited through threadpoolctl when it is installed; otherwise the usual
     environment variables are set, which only reach libraries loaded after this call.
+    ``CTCBENCH_THREADS`` is set too, so isolated backends' workers started later use ``n``.
     """
     _expect(isinstance(n, int) and n >= 1, "threads", "an integer >= 1", n)
     done = {"threads": n}
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    # CTCBENCH_THREADS reaches the frameworks' own thread pools in worker processes (TF, JAX)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", THREADS_ENV):
         os.environ[var] = str(n)
     try:
         from threadpoolctl import threadpool_limits

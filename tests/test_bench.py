@@ -155,6 +155,14 @@ def test_set_threads_sets_torch_and_rejects_zero():
         set_threads(0)
 
 
+def test_set_threads_reaches_workers_started_later(monkeypatch):
+    """--threads also sets CTCBENCH_THREADS, which worker processes and their frameworks read."""
+    monkeypatch.delenv("CTCBENCH_THREADS", raising=False)
+    set_threads(2)
+    assert os.environ["CTCBENCH_THREADS"] == "2"
+    set_threads(1)
+
+
 def test_a_size_too_large_for_memory_is_an_error_row_and_the_run_goes_on(tmp_path):
     """A grid size whose logits alone need ~15 TiB gets error rows naming memory; the other
     size is still measured."""
