@@ -373,8 +373,10 @@ def run_bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: i
     _expect(all(set(KEY) <= set(r) for r in log.rows()), "--out",
             "a new folder or one of an earlier bench run", f"{str(out)!r}, whose rows.jsonl "
             "holds rows of another kind (a compare or convergence run?)")
-    # a failed row (error, crashed, timeout) may be transient: a resumed run measures it again
-    done = {tuple(r.get(k) for k in KEY) for r in log.rows() if r.get("status") not in FAILED}
+    # a failed row (error, crashed, timeout) may be transient, and one of another --repeat is
+    # not this measurement: a resumed run measures both again
+    done = {tuple(r.get(k) for k in KEY) for r in log.rows()
+            if r.get("status") not in FAILED and r.get("repeat") == repeat}
     config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),
               "repeat": repeat, "warmup": warmup, "dtype": dtype, "seed": seed,
               "reference": REFERENCE, **thread_info}

@@ -146,6 +146,11 @@ def test_run_writes_rows_as_it_goes_and_resumes(tmp_path, tiny_grid):
     assert second.resumed == 1
     assert (tmp_path / "r" / "rows.jsonl").read_text().splitlines() == lines
 
+    third = run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=2, out=tmp_path / "r",
+                      progress=False)
+    assert third.resumed == 0  # another --repeat is measured again, not taken from the log
+    assert {len(r["times_s"]) for r in third.rows} == {2}
+
 
 def test_set_threads_sets_torch_and_rejects_zero():
     """--threads reaches torch; a bad count is refused with a clear message."""
