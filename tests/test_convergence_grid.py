@@ -61,6 +61,13 @@ def test_table_output_and_resume(tmp_path):
     pytest.param(["--ctc-backend", "torch-cuda"], "ctc-backend: no CUDA device",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")),
     (["--min-len", "5", "--max-len", "2"], "min_len/max_len: expected 1 <= min_len <= max_len"),
+    (["--jobs", "0"], "jobs: expected >= 1, got 0"),
+    (["--beam", "-1"], "beam: expected >= 0"),
+    (["--channels", "0"], "channels/hidden: expected values >= 1"),
+    (["--hidden", "0"], "channels/hidden: expected values >= 1"),
+    (["--momentum", "-1"], "momentum/weight_decay: expected values >= 0"),
+    (["--weight-decay", "-1"], "momentum/weight_decay: expected values >= 0"),
+    (["--alpha", "2"], "alpha: expected a value in [0, 1]"),
 ])
 def test_bad_options_are_clean_errors(tmp_path, args, message):
     """Bad options end with one clear error line and a non-zero exit, no traceback."""
@@ -94,3 +101,22 @@ def test_optimizer_table_picks_best_lr_and_shows_spread():
     assert t.loc["rmsprop", "reached_cer10"] == "1/2"
     assert t.loc["rmsprop", "steps_to_cer10_range"] == "500 (+1 never)"
     assert pd.isna(t.loc["rmsprop", "steps_to_cer10_median"])
+
+
+def test_unknown_ctc_backend_fails_before_rendering_data(tmp_path):
+    """An unknown --ctc-backend names the option and fails before any data is rendered."""
+    res = _run(["--ctc-backend", "nope", "--out", str(tmp_path / "x"),
+                "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code != 0 and "ctc-backend: unknown backend 'nope'" in res.output
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_diverged_run_is_reported_not_a_crash(tmp_path):
+    """SGD at lr 1e30 overflows to NaN loss; the grid still finishes and records the NaN."""
+    out = tmp_path / "nan"
+    res = _run(["--optimizer", "sgd", "--lr", "1e30", "--out", str(out),
+                "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code == 0, res.output
+    curves = pd.read_csv(out / "curves.csv")
+    assert curves["test_loss"].isna().iloc[-1]
+    assert (out / "convergence.png").is_file()

@@ -78,6 +78,12 @@ class TrainConfig:
         _expect(self.threads >= 1, "threads", ">= 1", self.threads)
         _expect(self.clip >= 0 and self.warmup >= 0, "clip/warmup", "values >= 0",
                 f"{self.clip}, {self.warmup}")
+        _expect(0 <= self.alpha <= 1, "alpha", "a value in [0, 1]", self.alpha)
+        _expect(self.momentum >= 0 and self.weight_decay >= 0, "momentum/weight_decay",
+                "values >= 0", f"{self.momentum}, {self.weight_decay}")
+        _expect(self.beam >= 0, "beam", ">= 0 (0 = greedy only)", self.beam)
+        _expect(self.model.channels >= 1 and self.model.hidden >= 1, "channels/hidden",
+                "values >= 1", f"{self.model.channels}, {self.model.hidden}")
         _expect(self.reduction in TRAIN_REDUCTIONS, "reduction",
                 f"one of {', '.join(TRAIN_REDUCTIONS)}", repr(self.reduction))
         _expect(self.model.name in MODELS, "model", f"one of {', '.join(MODELS)}",
@@ -92,6 +98,11 @@ class TrainConfig:
         data = DataConfig(**d.pop("data", {}))
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known}, model=model, data=data)
+
+
+# curve.jsonl spells inf/nan as strings (JSON has no such numbers); these fields read back as floats
+CURVE_FLOATS = ("train_loss", "test_loss", "cer", "seq_acc", "blank_frac", "emitted", "grad_norm",
+                "update_norm", "lr", "cpu_s", "wall_s")
 
 
 def _expect(ok, name, expected, got):
@@ -232,7 +243,7 @@ def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = Non
         torch.set_rng_state(state["torch_rng"])
         step, cpu0, wall0 = state["step"], state["extra"]["cpu_s"], state["extra"]["wall_s"]
         # drop rows written after the checkpoint (at most one eval interval is redone)
-        rows = [r for r in log.rows() if r["step"] <= step]
+        rows = [r for r in log.rows(floats=CURVE_FLOATS) if r["step"] <= step]
         log.path.write_text("".join(to_json(r) + "\n" for r in rows))
         if progress:
             progress(step)
@@ -279,7 +290,7 @@ def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = Non
         if step % cfg.eval_every == 0 or step == cfg.steps:
             log_eval(step)
 
-    rows = log.rows()
+    rows = log.rows(floats=CURVE_FLOATS)
     summary = summarize(rows)
     if cfg.beam > 0:
         final = evaluate(model, loss_fn, test, beam=cfg.beam)
