@@ -191,17 +191,30 @@ def load_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint: expected an existing file, got {str(path)!r}")
+    expected = f"checkpoint: expected a checkpoint.pt written by `ctcbench convergence`, got {str(path)!r}"
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"checkpoint: expected a ctcbench checkpoint, got {str(path)!r} ({exc})") from None
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # torch's own message runs over many lines and is about pickling
+        raise ValueError(f"{expected} (not a torch file loadable with weights_only=True)") from None
+    missing = [k for k in CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(f"{expected} (missing {', '.join(missing)})")
+    return state
+
+
+CHECKPOINT_KEYS = ("config", "step", "model", "optimizer", "scheduler", "torch_rng", "extra")
 
 
 def model_from_checkpoint(path) -> tuple[torch.nn.Module, TrainConfig]:
     state = load_checkpoint(path)
-    cfg = TrainConfig.from_dict(state["config"])
-    model = build_model(cfg.model)
-    model.load_state_dict(state["model"])
+    try:
+        cfg = TrainConfig.from_dict(state["config"])
+        model = build_model(cfg.model)
+        model.load_state_dict(state["model"])
+    except (TypeError, ValueError, KeyError, RuntimeError, AttributeError):
+        raise ValueError(f"checkpoint: expected a model and config written by `ctcbench "
+                         f"convergence`, got {str(path)!r} (its weights do not fit its "
+                         f"config)") from None
     model.eval()
     return model, cfg
 
