@@ -83,6 +83,18 @@ def test_resume_needs_a_run_folder(tmp_path):
     assert res.exit_code != 0 and "resume: expected a convergence run folder" in res.output
 
 
+@pytest.mark.parametrize("meta", ['{"config": {"backends": ["numpy"]}}', "not json", "[]"])
+def test_resume_of_another_commands_folder_is_a_clear_error(tmp_path, meta):
+    """--resume of a folder whose meta.json is not a convergence grid's (another command's
+    run, a damaged file) is one clear error line naming --resume."""
+    (tmp_path / "meta.json").write_text(meta)
+    res = CliRunner().invoke(cli, ["convergence", "--resume", str(tmp_path)])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"Error: resume: expected a convergence run folder, got {str(tmp_path)!r} "
+        "(its meta.json holds no convergence grid)"]
+
+
 def test_optimizer_table_picks_best_lr_and_shows_spread():
     """Best lr = lowest median final CER over seeds; the spread and censored seeds are shown."""
     summary = pd.DataFrame([

@@ -62,9 +62,13 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
     if resume:
         if out is None or not (Path(out) / "meta.json").exists():
             raise FileNotFoundError(f"resume: expected a convergence run folder with meta.json, got {out!r}")
-        stored = json.loads((Path(out) / "meta.json").read_text())["config"]
-        base = TrainConfig.from_dict(stored["base"])
-        grid = Grid(**{k: tuple(v) for k, v in stored["grid"].items()})
+        try:
+            stored = json.loads((Path(out) / "meta.json").read_text())["config"]
+            base = TrainConfig.from_dict(stored["base"])
+            grid = Grid(**{k: tuple(v) for k, v in stored["grid"].items()})
+        except (ValueError, KeyError, TypeError, AttributeError):  # another command's folder
+            raise ValueError(f"resume: expected a convergence run folder, got {str(out)!r} (its "
+                             f"meta.json holds no convergence grid)") from None
         cache_dir = stored.get("cache_dir", cache_dir)
     configs = grid.configs(base)
     run_dir = new_run_dir("convergence", out)
