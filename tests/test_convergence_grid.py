@@ -68,6 +68,8 @@ def test_table_output_and_resume(tmp_path):
     (["--momentum", "-1"], "momentum/weight_decay: expected values >= 0"),
     (["--weight-decay", "-1"], "momentum/weight_decay: expected values >= 0"),
     (["--alpha", "2"], "alpha: expected a value in [0, 1]"),
+    # a 16-px window every 4 px over a 128-px line: (128 - 16) / 4 + 1 = 29 frames
+    (["--model", "linecnn", "--min-len", "30", "--max-len", "30"], "max_len: expected at most 29"),
 ])
 def test_bad_options_are_clean_errors(tmp_path, args, message):
     """Bad options end with one clear error line and a non-zero exit, no traceback."""

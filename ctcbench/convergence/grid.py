@@ -25,7 +25,7 @@ import pandas as pd
 
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
-from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, train_run
+from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits, train_run
 from ctcbench.results import RowLog, new_run_dir, to_json, write_meta
 
 EXTRA_PACKAGES = ("pillow", "captcha", "scikit-learn", "matplotlib")
@@ -71,6 +71,8 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
                              f"meta.json holds no convergence grid)") from None
         cache_dir = stored.get("cache_dir", cache_dir)
     configs = grid.configs(base)
+    for model_name in grid.models:  # before any data is rendered
+        check_fits(replace(base, model=replace(base.model, name=model_name)).check())
     run_dir = new_run_dir("convergence", out)
     if not resume:
         write_meta(run_dir, {"base": asdict(base), "grid": asdict(grid),

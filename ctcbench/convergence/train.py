@@ -117,6 +117,19 @@ def _sync_model_config(cfg: TrainConfig) -> None:
     cfg.model.max_len = cfg.data.max_len
 
 
+def check_fits(cfg: TrainConfig) -> None:
+    """A CTC model must give at least ``max_len`` frames for a line, else the longest targets
+    are infeasible and (with zero_infinity) silently teach nothing."""
+    cfg = TrainConfig.from_dict(asdict(cfg))
+    _sync_model_config(cfg)
+    model = build_model(cfg.model)
+    if model.ctc:
+        T = model.frames(cfg.data.width)
+        _expect(cfg.data.max_len <= T, "max_len",
+                f"at most {T} (the frames {cfg.model.name} gives a {cfg.data.width}-px line)",
+                cfg.data.max_len)
+
+
 def batch_indices(seed: int, step: int, pool_size: int, batch_size: int) -> np.ndarray:
     """The samples of ``step``: a pure function of (seed, step), so a resumed run sees the
     same batches as an uninterrupted one."""
