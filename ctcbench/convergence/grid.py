@@ -43,7 +43,11 @@ class Grid:
         for opt, lr, model, seed in itertools.product(self.optimizers, self.lrs, self.models, self.seeds):
             cfg = replace(base, optimizer=opt, lr=lr, seed=seed,
                           model=replace(base.model, name=model), data=replace(base.data))
-            out.append((f"{model}-{opt}-lr{lr:g}-s{seed}", cfg.check()))
+            name = f"{model}-{opt}-lr{lr:g}-s{seed}"
+            if any(name == n for n, _ in out):  # two runs would share one run folder
+                raise ValueError(f"lr: expected rates that differ in 6 significant digits, "
+                                 f"got {', '.join(repr(v) for v in self.lrs)}")
+            out.append((name, cfg.check()))
         return out
 
 
