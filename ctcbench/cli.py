@@ -211,6 +211,8 @@ def _csv_list(kind):
                                      f"got {value!r}") from None
         if not items:
             raise click.BadParameter(f"expected at least one value, got {value!r}")
+        if len(set(items)) < len(items):  # two runs would share one run folder
+            raise click.BadParameter(f"expected distinct values, got {value!r}")
         return items
     return parse
 

@@ -61,6 +61,18 @@ def test_table_output_and_resume(tmp_path):
     pytest.param(["--ctc-backend", "torch-cuda"], "ctc-backend: no CUDA device",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")),
     (["--min-len", "5", "--max-len", "2"], "min_len/max_len: expected 1 <= min_len <= max_len"),
+    (["--jobs", "0"], "jobs: expected >= 1, got 0"),
+    (["--beam", "-1"], "beam: expected >= 0"),
+    (["--channels", "0"], "channels/hidden: expected values >= 1"),
+    (["--hidden", "0"], "channels/hidden: expected values >= 1"),
+    (["--momentum", "-1"], "momentum/weight_decay: expected values >= 0"),
+    (["--weight-decay", "-1"], "momentum/weight_decay: expected values >= 0"),
+    (["--alpha", "2"], "alpha: expected a value in [0, 1]"),
+    (["--seed", "0,0"], "expected distinct values, got '0,0'"),
+    (["--lr", "1e-3,0.001"], "expected distinct values, got '1e-3,0.001'"),
+    (["--lr", "0.001,0.0010000001"], "lr: expected rates that differ in 6 significant digits"),
+    # a 16-px window every 4 px over a 128-px line: (128 - 16) / 4 + 1 = 29 frames
+    (["--model", "linecnn", "--min-len", "30", "--max-len", "30"], "max_len: expected at most 29"),
 ])
 def test_bad_options_are_clean_errors(tmp_path, args, message):
     """Bad options end with one clear error line and a non-zero exit, no traceback."""
@@ -74,6 +86,18 @@ def test_resume_needs_a_run_folder(tmp_path):
     """--resume of a folder that is not a convergence run is a clear error."""
     res = CliRunner().invoke(cli, ["convergence", "--resume", str(tmp_path)])
     assert res.exit_code != 0 and "resume: expected a convergence run folder" in res.output
+
+
+@pytest.mark.parametrize("meta", ['{"config": {"backends": ["numpy"]}}', "not json", "[]"])
+def test_resume_of_another_commands_folder_is_a_clear_error(tmp_path, meta):
+    """--resume of a folder whose meta.json is not a convergence grid's (another command's
+    run, a damaged file) is one clear error line naming --resume."""
+    (tmp_path / "meta.json").write_text(meta)
+    res = CliRunner().invoke(cli, ["convergence", "--resume", str(tmp_path)])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"Error: resume: expected a convergence run folder, got {str(tmp_path)!r} "
+        "(its meta.json holds no convergence grid)"]
 
 
 def test_optimizer_table_picks_best_lr_and_shows_spread():
@@ -94,3 +118,22 @@ def test_optimizer_table_picks_best_lr_and_shows_spread():
     assert t.loc["rmsprop", "reached_cer10"] == "1/2"
     assert t.loc["rmsprop", "steps_to_cer10_range"] == "500 (+1 never)"
     assert pd.isna(t.loc["rmsprop", "steps_to_cer10_median"])
+
+
+def test_unknown_ctc_backend_fails_before_rendering_data(tmp_path):
+    """An unknown --ctc-backend names the option and fails before any data is rendered."""
+    res = _run(["--ctc-backend", "nope", "--out", str(tmp_path / "x"),
+                "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code != 0 and "ctc-backend: unknown backend 'nope'" in res.output
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_diverged_run_is_reported_not_a_crash(tmp_path):
+    """SGD at lr 1e30 overflows to NaN loss; the grid still finishes and records the NaN."""
+    out = tmp_path / "nan"
+    res = _run(["--optimizer", "sgd", "--lr", "1e30", "--out", str(out),
+                "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code == 0, res.output
+    curves = pd.read_csv(out / "curves.csv")
+    assert curves["test_loss"].isna().iloc[-1]
+    assert (out / "convergence.png").is_file()

@@ -64,3 +64,44 @@ def test_predict_errors(learned_run, tmp_path):
         res = CliRunner().invoke(cli, ["predict", *args])
         assert res.exit_code != 0 and message in res.output, res.output
         assert "Traceback" not in res.output
+
+
+def _non_checkpoints(tmp_path):
+    """Files that are not convergence checkpoints, each with what the error must say."""
+    import torch
+    from dataclasses import asdict
+    from ctcbench.convergence.train import TrainConfig
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"\x00" * 64)
+    plain = tmp_path / "plain.pt"
+    torch.save({"weights": torch.zeros(2)}, plain)
+    tensor = tmp_path / "tensor.pt"
+    torch.save(torch.zeros(3), tensor)
+    wrong = tmp_path / "wrong.pt"  # every key present, but the weights fit no model
+    torch.save({"config": asdict(TrainConfig()), "step": 0, "model": {"w": torch.zeros(1)},
+                "optimizer": {}, "scheduler": {}, "torch_rng": torch.zeros(1), "extra": {}}, wrong)
+    return [(garbage, "not a torch file loadable with weights_only=True"),
+            (plain, "missing config"), (tensor, "missing config"),
+            (wrong, "its weights do not fit its config")]
+
+
+def test_non_checkpoint_files_are_one_line_errors(tmp_path):
+    """Corrupt bytes, a foreign torch file, a bare tensor and mismatched weights passed as
+    --checkpoint each give one clear error line, no traceback."""
+    image = tmp_path / "line.png"
+    Image.new("L", (64, 32), 255).save(image)
+    for path, reason in _non_checkpoints(tmp_path):
+        res = CliRunner().invoke(cli, ["predict", "--checkpoint", str(path), str(image)])
+        assert res.exit_code == 1, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: checkpoint: expected"), res.output
+        assert reason in lines[0], res.output
+
+
+def test_negative_beam_is_rejected(tmp_path):
+    """predict --beam -1 is an error naming --beam, not a silent greedy decode."""
+    image = tmp_path / "line.png"
+    Image.new("L", (64, 32), 255).save(image)
+    res = CliRunner().invoke(cli, ["predict", "--beam", "-1", "--checkpoint", str(tmp_path / "x.pt"),
+                                   str(image)])
+    assert res.exit_code != 0 and "beam: expected >= 0" in res.output, res.output

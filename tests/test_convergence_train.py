@@ -122,7 +122,7 @@ def test_checkpoint_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="checkpoint: expected an existing file"):
         load_checkpoint(tmp_path / "none.pt")
     (tmp_path / "bad.pt").write_text("not a checkpoint")
-    with pytest.raises(ValueError, match="checkpoint: expected a ctcbench checkpoint"):
+    with pytest.raises(ValueError, match="checkpoint: expected a checkpoint.pt written by"):
         load_checkpoint(tmp_path / "bad.pt")
 
 

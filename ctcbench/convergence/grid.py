@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
-from ctcbench.convergence.train import TrainConfig, train_run
+from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits, train_run
 from ctcbench.results import RowLog, new_run_dir, to_json, write_meta
 
 EXTRA_PACKAGES = ("pillow", "captcha", "scikit-learn", "matplotlib")
@@ -42,7 +43,11 @@ class Grid:
         for opt, lr, model, seed in itertools.product(self.optimizers, self.lrs, self.models, self.seeds):
             cfg = replace(base, optimizer=opt, lr=lr, seed=seed,
                           model=replace(base.model, name=model), data=replace(base.data))
-            out.append((f"{model}-{opt}-lr{lr:g}-s{seed}", cfg.check()))
+            name = f"{model}-{opt}-lr{lr:g}-s{seed}"
+            if any(name == n for n, _ in out):  # two runs would share one run folder
+                raise ValueError(f"lr: expected rates that differ in 6 significant digits, "
+                                 f"got {', '.join(repr(v) for v in self.lrs)}")
+            out.append((name, cfg.check()))
         return out
 
 
@@ -61,19 +66,29 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
     if resume:
         if out is None or not (Path(out) / "meta.json").exists():
             raise FileNotFoundError(f"resume: expected a convergence run folder with meta.json, got {out!r}")
-        stored = json.loads((Path(out) / "meta.json").read_text())["config"]
-        base = TrainConfig.from_dict(stored["base"])
-        grid = Grid(**{k: tuple(v) for k, v in stored["grid"].items()})
+        try:
+            stored = json.loads((Path(out) / "meta.json").read_text())["config"]
+            base = TrainConfig.from_dict(stored["base"])
+            grid = Grid(**{k: tuple(v) for k, v in stored["grid"].items()})
+        except (ValueError, KeyError, TypeError, AttributeError):  # another command's folder
+            raise ValueError(f"resume: expected a convergence run folder, got {str(out)!r} (its "
+                             f"meta.json holds no convergence grid)") from None
         cache_dir = stored.get("cache_dir", cache_dir)
     configs = grid.configs(base)
+    for model_name in grid.models:  # before any data is rendered
+        check_fits(replace(base, model=replace(base.model, name=model_name)).check())
     run_dir = new_run_dir("convergence", out)
     if not resume:
         write_meta(run_dir, {"base": asdict(base), "grid": asdict(grid),
                              "cache_dir": None if cache_dir is None else str(cache_dir)},
                    extra_packages=EXTRA_PACKAGES)
-    jobs = jobs or min(2, os.cpu_count() or 1)
-    if jobs < 1:
+    if jobs is not None and jobs < 1:
         raise ValueError(f"jobs: expected >= 1, got {jobs}")
+    jobs = jobs or min(2, os.cpu_count() or 1)
+    try:  # an unknown --ctc-backend fails here, before any data is rendered
+        ctc_loss_fn(base.ctc_backend, reduction=base.reduction)
+    except KeyError as exc:
+        raise ValueError(f"ctc-backend: {exc.args[0]}") from None
     # Render the data once here; workers then read it from the cache.
     for split in ("train", "test"):
         load_pool(base.data, split, cache_dir=cache_dir, progress=show_progress)
@@ -115,7 +130,7 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
 def load_curves(run_dir: Path, names) -> pd.DataFrame:
     frames = []
     for name in names:
-        rows = RowLog(run_dir / "runs" / name / "curve.jsonl").rows()
+        rows = RowLog(run_dir / "runs" / name / "curve.jsonl").rows(floats=CURVE_FLOATS)
         cfg = json.loads((run_dir / "runs" / name / "config.json").read_text())
         df = pd.DataFrame(rows)
         df.insert(0, "run", name)
@@ -124,8 +139,8 @@ def load_curves(run_dir: Path, names) -> pd.DataFrame:
         df["model"] = cfg["model"]["name"]
         frames.append(df)
     curves = pd.concat(frames, ignore_index=True)
-    for col in ("train_loss", "grad_norm", "update_norm", "blank_frac"):
-        curves[col] = pd.to_numeric(curves[col], errors="coerce")  # "nan" strings -> NaN
+    for col in CURVE_FLOATS:  # a diverged run's NaN must stay numeric (plots, medians)
+        curves[col] = pd.to_numeric(curves[col], errors="coerce")
     return curves
 
 

@@ -27,6 +27,8 @@ def load_image(path: str | Path):
 def predict_images(checkpoint, images, *, beam: int = 0) -> list[dict]:
     """Decode each image (a path, PIL image or array): grayscale or RGB, resized to the
     model's height with the aspect ratio kept. Returns ``{"image", "text"}`` per image."""
+    if beam < 0:
+        raise ValueError(f"beam: expected >= 0 (0 = greedy), got {beam}")
     model, cfg = model_from_checkpoint(checkpoint)
     torch.set_num_threads(1)
     out = []

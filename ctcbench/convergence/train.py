@@ -78,6 +78,12 @@ class TrainConfig:
         _expect(self.threads >= 1, "threads", ">= 1", self.threads)
         _expect(self.clip >= 0 and self.warmup >= 0, "clip/warmup", "values >= 0",
                 f"{self.clip}, {self.warmup}")
+        _expect(0 <= self.alpha <= 1, "alpha", "a value in [0, 1]", self.alpha)
+        _expect(self.momentum >= 0 and self.weight_decay >= 0, "momentum/weight_decay",
+                "values >= 0", f"{self.momentum}, {self.weight_decay}")
+        _expect(self.beam >= 0, "beam", ">= 0 (0 = greedy only)", self.beam)
+        _expect(self.model.channels >= 1 and self.model.hidden >= 1, "channels/hidden",
+                "values >= 1", f"{self.model.channels}, {self.model.hidden}")
         _expect(self.reduction in TRAIN_REDUCTIONS, "reduction",
                 f"one of {', '.join(TRAIN_REDUCTIONS)}", repr(self.reduction))
         _expect(self.model.name in MODELS, "model", f"one of {', '.join(MODELS)}",
@@ -94,6 +100,11 @@ class TrainConfig:
         return cls(**{k: v for k, v in d.items() if k in known}, model=model, data=data)
 
 
+# curve.jsonl spells inf/nan as strings (JSON has no such numbers); these fields read back as floats
+CURVE_FLOATS = ("train_loss", "test_loss", "cer", "seq_acc", "blank_frac", "emitted", "grad_norm",
+                "update_norm", "lr", "cpu_s", "wall_s")
+
+
 def _expect(ok, name, expected, got):
     if not ok:
         raise ValueError(f"{name}: expected {expected}, got {got}")
@@ -104,6 +115,19 @@ def _sync_model_config(cfg: TrainConfig) -> None:
     cfg.model.num_classes = len(cfg.data.charset) + 1
     cfg.model.height, cfg.model.width = cfg.data.height, cfg.data.width
     cfg.model.max_len = cfg.data.max_len
+
+
+def check_fits(cfg: TrainConfig) -> None:
+    """A CTC model must give at least ``max_len`` frames for a line, else the longest targets
+    are infeasible and (with zero_infinity) silently teach nothing."""
+    cfg = TrainConfig.from_dict(asdict(cfg))
+    _sync_model_config(cfg)
+    model = build_model(cfg.model)
+    if model.ctc:
+        T = model.frames(cfg.data.width)
+        _expect(cfg.data.max_len <= T, "max_len",
+                f"at most {T} (the frames {cfg.model.name} gives a {cfg.data.width}-px line)",
+                cfg.data.max_len)
 
 
 def batch_indices(seed: int, step: int, pool_size: int, batch_size: int) -> np.ndarray:
@@ -180,17 +204,30 @@ def load_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint: expected an existing file, got {str(path)!r}")
+    expected = f"checkpoint: expected a checkpoint.pt written by `ctcbench convergence`, got {str(path)!r}"
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"checkpoint: expected a ctcbench checkpoint, got {str(path)!r} ({exc})") from None
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # torch's own message runs over many lines and is about pickling
+        raise ValueError(f"{expected} (not a torch file loadable with weights_only=True)") from None
+    missing = [k for k in CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(f"{expected} (missing {', '.join(missing)})")
+    return state
+
+
+CHECKPOINT_KEYS = ("config", "step", "model", "optimizer", "scheduler", "torch_rng", "extra")
 
 
 def model_from_checkpoint(path) -> tuple[torch.nn.Module, TrainConfig]:
     state = load_checkpoint(path)
-    cfg = TrainConfig.from_dict(state["config"])
-    model = build_model(cfg.model)
-    model.load_state_dict(state["model"])
+    try:
+        cfg = TrainConfig.from_dict(state["config"])
+        model = build_model(cfg.model)
+        model.load_state_dict(state["model"])
+    except (TypeError, ValueError, KeyError, RuntimeError, AttributeError):
+        raise ValueError(f"checkpoint: expected a model and config written by `ctcbench "
+                         f"convergence`, got {str(path)!r} (its weights do not fit its "
+                         f"config)") from None
     model.eval()
     return model, cfg
 
@@ -232,7 +269,7 @@ def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = Non
         torch.set_rng_state(state["torch_rng"])
         step, cpu0, wall0 = state["step"], state["extra"]["cpu_s"], state["extra"]["wall_s"]
         # drop rows written after the checkpoint (at most one eval interval is redone)
-        rows = [r for r in log.rows() if r["step"] <= step]
+        rows = [r for r in log.rows(floats=CURVE_FLOATS) if r["step"] <= step]
         log.path.write_text("".join(to_json(r) + "\n" for r in rows))
         if progress:
             progress(step)
@@ -279,7 +316,7 @@ def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = Non
         if step % cfg.eval_every == 0 or step == cfg.steps:
             log_eval(step)
 
-    rows = log.rows()
+    rows = log.rows(floats=CURVE_FLOATS)
     summary = summarize(rows)
     if cfg.beam > 0:
         final = evaluate(model, loss_fn, test, beam=cfg.beam)
