@@ -29,10 +29,13 @@ def test_padding_entries_are_ignored_even_if_invalid():
 
 
 def test_nan_in_padded_frames_is_accepted():
-    """NaN garbage beyond input_lengths is not an error."""
+    """NaN garbage beyond input_lengths is not an error and never reaches the log-probs."""
     logits, targets, il, tl = ok_inputs()
     logits[4:, 1] = np.nan
-    CTCProblem(logits, targets, il, tl)
+    p = CTCProblem(logits, targets, il, tl)
+    assert np.isnan(p.logits[4, 1]).all()  # kept as given ...
+    assert np.isfinite(p.log_probs()).all()  # ... but masked wherever a backend reads it
+    np.testing.assert_allclose(p.log_probs()[:, 0], np.log(np.full((5, 4), 0.25)))
 
 
 def test_torch_tensors_and_bfloat16_are_accepted():
