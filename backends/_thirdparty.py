@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from ctcbench.problem import CTCProblem
+from ctcbench.core.problem import CTCProblem
 from ctcbench.registry import BackendUnavailable, UnsupportedProblem
 from ctcbench.worker import THREADS_ENV
 

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from ctcbench.problem import CTCProblem
+from ctcbench.core.problem import CTCProblem
 from ctcbench.registry import BackendResult
 
 from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctcbench.problem import CTCProblem
+from ctcbench.core.problem import CTCProblem
 from ctcbench.registry import (
     BackendResult,
     BackendUnavailable,

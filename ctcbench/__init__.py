@@ -4,8 +4,8 @@ Importing ctcbench imports NumPy only; torch and every other framework load when
 that needs them is asked for.
 """
 from ctcbench.doctor import diagnose
-from ctcbench.problem import CTCProblem
-from ctcbench.reduction import reduce_loss
+from ctcbench.core.problem import CTCProblem
+from ctcbench.core.reduction import reduce_loss
 from ctcbench.registry import (
     BackendCrashed,
     BackendFailure,

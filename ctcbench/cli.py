@@ -44,7 +44,7 @@ def cli():
 def backends(fmt):
     """List CTC backends, whether each runs here, and how to install what is missing."""
     from ctcbench.registry import list_backends
-    from ctcbench.results import to_json
+    from ctcbench.runstore import to_json
     infos = list_backends()
     if fmt == "json":
         click.echo(to_json([dataclasses.asdict(i) for i in infos], indent=2))
@@ -64,8 +64,8 @@ def backends(fmt):
 @library_errors
 def cases_cmd(case_dirs, fmt):
     """List the edge cases: family, oracle, dtypes and what each one checks."""
-    from ctcbench.case_library import describe, load_cases
-    from ctcbench.results import to_json
+    from ctcbench.caselib.library import describe, load_cases
+    from ctcbench.runstore import to_json
     rows = describe(load_cases(case_dirs or None))
     if fmt == "json":
         click.echo(to_json(rows, indent=1))
@@ -96,9 +96,9 @@ def cases_cmd(case_dirs, fmt):
 @library_errors
 def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
-    from ctcbench.compare import (compare, df_records, format_table, nothing_checked, summarize,
+    from ctcbench.compare.run import (compare, df_records, format_table, nothing_checked, summarize,
                                   to_csv)
-    from ctcbench.results import to_json
+    from ctcbench.runstore import to_json
     if resume and out is None:
         raise click.UsageError("--resume needs --out (the run folder to continue)")
     df = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
@@ -136,10 +136,10 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
 @library_errors
 def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
     """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
-    from ctcbench.doctor import diagnose
-    from ctcbench.doctor_explain import explain_perfect_vs_blank
-    from ctcbench.doctor_load import load_inputs
-    from ctcbench.results import to_json
+    from ctcbench.doctor.diagnose import diagnose
+    from ctcbench.doctor.explain import explain_perfect_vs_blank
+    from ctcbench.doctor.load import load_inputs
+    from ctcbench.runstore import to_json
     if plot_path:  # before any work, so a bad path cannot fail a clean diagnosis at the end
         folder = Path(plot_path).parent
         if not folder.is_dir() or not os.access(folder, os.W_OK):
@@ -155,7 +155,7 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
         result = diagnose(**inputs, layout=layout, reduction=reduction)
     click.echo(to_json(result.to_dict(), indent=2) if fmt == "json" else result.format_table())
     if plot_path:
-        from ctcbench.doctor_plot import plot_frames
+        from ctcbench.doctor.plot import plot_frames
         click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)
     if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
         raise SystemExit(1)
@@ -185,8 +185,8 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
 @library_errors
 def bench(backend_names, grid, repeat, threads, dtype, fmt, out, baseline, fail_on):
     """Time forward+backward and peak memory of every backend over a size grid."""
-    from ctcbench.bench import bench as run_bench, format_table
-    from ctcbench.results import to_json
+    from ctcbench.bench.run import bench as run_bench, format_table
+    from ctcbench.runstore import to_json
     report = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
                        dtype=dtype, out=out, baseline=baseline, fail_on=fail_on)
     if fmt == "json":
@@ -274,7 +274,7 @@ def convergence(optimizer, lr, seed, model, batchnorm, channels, hidden, beta1, 
     from ctcbench.convergence.models import ModelConfig
     from ctcbench.convergence.train import TrainConfig
     from ctcbench.registry import BackendUnavailable
-    from ctcbench.results import to_json
+    from ctcbench.runstore import to_json
     base = TrainConfig(beta1=beta1, beta2=beta2, alpha=alpha, momentum=momentum,
                        weight_decay=weight_decay, clip=clip, warmup=warmup, steps=steps,
                        batch_size=batch_size, eval_every=eval_every, reduction=reduction,
@@ -312,7 +312,7 @@ def convergence(optimizer, lr, seed, model, batchnorm, channels, hidden, beta1, 
 def predict(checkpoint, images, beam, fmt):
     """Read line images with a trained checkpoint and print the decoded text."""
     from ctcbench.convergence.predict import predict_images
-    from ctcbench.results import to_json
+    from ctcbench.runstore import to_json
     rows = predict_images(checkpoint, images, beam=beam)
     if fmt == "json":
         click.echo(to_json(rows, indent=2))

@@ -122,7 +122,7 @@ def _problem_arrays(problem, grad_weights) -> tuple[dict, dict]:
 def _serve(spec: str, name: str) -> int:
     import faulthandler
 
-    from ctcbench.problem import CTCProblem
+    from ctcbench.core.problem import CTCProblem
     from ctcbench.registry import _load_factory, as_result
 
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)

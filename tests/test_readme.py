@@ -36,7 +36,7 @@ def test_plugin_example_is_a_correct_backend():
 
 def test_plugin_example_passes_the_whole_case_library(tmp_path):
     """Run through compare over every case in float64, the README plugin is all ok."""
-    from ctcbench.compare import compare
+    from ctcbench.compare.run import compare
     namespace = {}
     exec(python_block_after("A complete plugin"), namespace)
     ctcbench.register("readme-plugin", namespace["MyCTC"])

@@ -4,7 +4,7 @@
 other registry backend that returns ``grad_logits`` (e.g. ``numpy``, the float64
 reference) is wrapped in a ``torch.autograd.Function``: forward runs the backend on the
 detached logits, backward hands back its gradient w.r.t. the logits scaled by the
-reduction weights from :mod:`ctcbench.reduction`, so the conventions are the registry's.
+reduction weights from :mod:`ctcbench.core.reduction`, so the conventions are the registry's.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ctcbench.problem import CTCProblem
-from ctcbench.reduction import reduction_weights
+from ctcbench.core.problem import CTCProblem
+from ctcbench.core.reduction import reduction_weights
 from ctcbench.registry import get_backend
 
 TRAIN_REDUCTIONS = ("mean", "sum")

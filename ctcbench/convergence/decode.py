@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctcbench.oracles import collapse
+from ctcbench.core.oracles import collapse
 
 
 def greedy(log_probs: np.ndarray, lengths, *, blank: int = 0) -> list[tuple[int, ...]]:

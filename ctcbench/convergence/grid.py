@@ -26,7 +26,7 @@ import pandas as pd
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits, train_run
-from ctcbench.results import RowLog, new_run_dir, to_json, write_meta
+from ctcbench.runstore import RowLog, new_run_dir, to_json, write_meta
 
 EXTRA_PACKAGES = ("pillow", "captcha", "scikit-learn", "matplotlib")
 

@@ -30,7 +30,7 @@ from ctcbench.convergence.ctc import TRAIN_REDUCTIONS, ctc_loss_fn
 from ctcbench.convergence.data import DATASETS, DataConfig, Pool, load_pool
 from ctcbench.convergence.decode import beam_decode, error_rates, greedy
 from ctcbench.convergence.models import MODELS, ModelConfig, build_model, num_params
-from ctcbench.results import RowLog, to_json
+from ctcbench.runstore import RowLog, to_json
 
 OPTIMIZERS = {
     "adam": lambda p, c: torch.optim.Adam(p, lr=c.lr, betas=(c.beta1, c.beta2),

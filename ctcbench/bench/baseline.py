@@ -1,0 +1,114 @@
+"""Compare a bench run with a saved one and find regressions (``--fail-on time:20%``)."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctcbench.runstore import RowLog, read_text
+
+# metric name on the command line -> row field, unit for messages
+METRICS = {"time": ("time_median_s", "s"), "ratio": ("ratio_to_torch", "x torch"),
+           "memory": ("peak_rss_mb", "MiB")}
+KEY = ("backend", "T", "N", "C", "L", "dtype")
+
+
+@dataclass(frozen=True)
+class FailOn:
+    metric: str
+    limit: float  # allowed relative increase, 0.2 for 20%
+
+    def __str__(self) -> str:
+        return f"{self.metric}:{self.limit * 100:g}%"
+
+
+def parse_fail_on(spec: str) -> FailOn:
+    """``"time:20%"`` -> ``FailOn("time", 0.2)``."""
+    m = re.fullmatch(r"\s*(\w+)\s*:\s*([0-9]*\.?[0-9]+)\s*%?\s*", spec or "")
+    if not m or m.group(1) not in METRICS:
+        raise ValueError(f"fail-on: expected METRIC:PCT with METRIC one of "
+                         f"{', '.join(METRICS)} and PCT like 20%, got {spec!r}")
+    return FailOn(m.group(1), float(m.group(2)) / 100)
+
+
+def load_rows(path) -> list[dict]:
+    """Rows of a saved run: its folder, its ``rows.jsonl``, or an exported JSON/CSV table."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "rows.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"baseline: expected a bench run folder or its rows.jsonl, "
+                                f"bench.json or bench.csv, got {str(path)!r} (no such file)")
+    text = read_text(path, f"baseline {path}")
+    if path.suffix == ".jsonl":
+        rows = RowLog(path).rows()
+    elif path.suffix == ".json":
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"baseline {path}: expected JSON, got a parse error ({exc})") from None
+    else:
+        rows = list(csv.DictReader(text.splitlines()))
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(KEY) <= set(r)
+                                             for r in rows) or not rows:
+        raise ValueError(f"baseline {path}: expected bench rows with fields "
+                         f"{', '.join(KEY)}, got {len(rows) if isinstance(rows, list) else 0} "
+                         f"usable rows")
+    for i, row in enumerate(rows):
+        try:
+            _key(row)
+        except (TypeError, ValueError):
+            raise ValueError(f"baseline {path} row {i + 1}: expected integers for T, N, C, L, "
+                             f"got { {k: row[k] for k in 'TNCL'} }") from None
+    return rows
+
+
+def _key(row: dict) -> tuple:
+    return (str(row["backend"]), *(int(row[k]) for k in "TNCL"), str(row["dtype"]))
+
+
+def _number(x) -> float | None:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def compare(rows: list[dict], baseline: list[dict], fail_on=()) -> list[str]:
+    """Add ``baseline_<metric>`` and ``change_<metric>`` (relative) to ``rows`` in place and
+    return one message per regression beyond a ``fail_on`` limit."""
+    old_rows = {_key(r): r for r in baseline}
+    messages, matched = [], 0
+    for row in rows:
+        old = old_rows.get(_key(row))
+        if old is None:
+            continue
+        matched += 1
+        if row.get("status") != "ok":  # a backend that stopped working is the worst regression
+            if fail_on and old.get("status") == "ok" and row.get("status") != "skipped":
+                messages.append(
+                    f"{row['status']}: {row['backend']} at T={row['T']} N={row['N']} "
+                    f"C={row['C']} L={row['L']} {row['dtype']} was ok in the baseline "
+                    f"({row.get('reason')})")
+            continue
+        for metric, (field, unit) in METRICS.items():
+            new_v, old_v = _number(row.get(field)), _number(old.get(field))
+            if new_v is None or old_v is None or old_v <= 0:
+                continue
+            change = new_v / old_v - 1
+            row[f"baseline_{metric}"] = old_v
+            row[f"change_{metric}"] = change
+            for rule in fail_on:
+                if rule.metric == metric and change > rule.limit:
+                    messages.append(
+                        f"{metric} regression: {row['backend']} at T={row['T']} N={row['N']} "
+                        f"C={row['C']} L={row['L']} {row['dtype']}: {old_v:.4g} -> {new_v:.4g} "
+                        f"{unit} ({change:+.1%}, limit +{rule.limit:.0%})")
+    if fail_on and not matched:  # a gate that compared nothing must not pass
+        messages.append("fail-on: expected the baseline to hold some backend, size and dtype of "
+                        "this run, got none in common (another grid or --dtype?)")
+    return messages

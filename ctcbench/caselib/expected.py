@@ -1,0 +1,133 @@
+"""Known answers for a case's base problem, from an independent oracle or a published value.
+
+Every oracle works per sample on the valid frames of the problem *as built in the dtype under
+test* (so rounding of the inputs is not counted as a backend's error), in float64:
+  published     loss (and per-frame gradient, if given) copied from a public test;
+  brute_force   enumerate every path (tiny T and C), loss and gradient;
+  single_path   T_n == L_n + repeats: one alignment, loss -sum log p, gradient softmax - onehot;
+  empty_target  loss -sum log p(blank), gradient softmax - onehot(blank);
+  uniform       constant logits per frame: loss T log C - log binom(T + L - r, 2L), no gradient;
+  reference     the ``numpy`` backend (for users' cases without an oracle; says so in the row).
+A target that does not fit (T_n < L_n + repeats) has loss inf and zero gradient under every
+oracle but ``published``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ctcbench.core import oracles
+from ctcbench.core.problem import CTCProblem
+
+
+@dataclass
+class Answer:
+    loss: np.ndarray  # (N,) float64
+    grad: np.ndarray | None  # (T, N, C) float64, or None when the oracle gives no gradient
+    source: str  # the oracle's name
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    return np.exp(oracles.log_softmax(x))
+
+
+def single_path(target, blank: int) -> list[int]:
+    """The only alignment of ``target`` in exactly L + repeats frames."""
+    path, prev = [], None
+    for k in target:
+        if k == prev:
+            path.append(blank)
+        path.append(k)
+        prev = k
+    return path
+
+
+def _brute_force(x, target, blank, case, n):
+    return oracles.brute_force(x, target, blank=blank)
+
+
+def _single_path(x, target, blank, case, n):
+    if len(x) != oracles.min_frames(target):
+        raise ValueError(f"case {case!r} sample {n}: oracle single_path expected input length "
+                         f"L + repeats = {oracles.min_frames(target)}, got {len(x)}")
+    path = single_path(target, blank)
+    grad = _softmax(x)
+    grad[np.arange(len(path)), path] -= 1.0
+    return oracles.path_loss(x, path), grad
+
+
+def _empty_target(x, target, blank, case, n):
+    if len(target):
+        raise ValueError(f"case {case!r} sample {n}: oracle empty_target expected an empty "
+                         f"target, got length {len(target)}")
+    grad = _softmax(x)
+    grad[:, blank] -= 1.0
+    return oracles.empty_target_loss(x, blank=blank), grad
+
+
+def _uniform(x, target, blank, case, n):
+    if len(x) and np.ptp(x, axis=1).max() != 0:
+        raise ValueError(f"case {case!r} sample {n}: oracle uniform expected logits constant "
+                         f"over classes in every frame, got a spread of {np.ptp(x, axis=1).max()}")
+    return oracles.uniform_loss(len(x), x.shape[1], target), None
+
+
+ORACLES = {
+    "published": None,  # values in the case file
+    "brute_force": _brute_force,
+    "single_path": _single_path,
+    "empty_target": _empty_target,
+    "uniform": _uniform,
+    "reference": None,  # the numpy backend
+}
+
+
+def _published(problem: CTCProblem, expect: dict, case: str) -> Answer:
+    T, N, C, _ = problem.shape
+    loss = np.asarray(expect.get("loss", ()), dtype=np.float64)
+    if loss.shape != (N,):
+        raise ValueError(f"case {case!r} expect.loss: expected {N} published values "
+                         f"(one per sample), got shape {loss.shape}")
+    grad = None
+    if "grad" in expect:
+        grad = np.zeros((T, N, C))
+        if len(expect["grad"]) != N:
+            raise ValueError(f"case {case!r} expect.grad: expected one (T_n, C) table per "
+                             f"sample ({N}), got {len(expect['grad'])}")
+        for n, g in enumerate(expect["grad"]):
+            g = np.asarray(g, dtype=np.float64)
+            want = (int(problem.input_lengths[n]), C)
+            if g.shape != want:
+                raise ValueError(f"case {case!r} expect.grad[{n}]: expected shape {want}, "
+                                 f"got {g.shape}")
+            grad[: want[0], n] = g
+    return Answer(loss, grad, "published")
+
+
+def known_answer(problem: CTCProblem, expect: dict, *, case: str = "?") -> Answer:
+    """The answer ``expect`` promises for ``problem`` (the case's base problem)."""
+    name = expect["oracle"]
+    if name == "published":
+        return _published(problem, expect, case)
+    if name == "reference":
+        from ctcbench.registry import get_backend
+        result = get_backend("numpy").run(problem)
+        return Answer(result.loss, result.grad_logits, "reference")
+    T, N, C, _ = problem.shape
+    loss, grad = np.zeros(N), np.zeros((T, N, C))
+    has_grad = True
+    for n in range(N):
+        T_n, L_n = int(problem.input_lengths[n]), int(problem.target_lengths[n])
+        x = problem.logits[:T_n, n].astype(np.float64)  # (T_n, C) as rounded to the dtype
+        target = problem.targets[n, :L_n].tolist()
+        if T_n < oracles.min_frames(target):  # no alignment fits
+            loss[n] = math.inf
+            continue
+        loss[n], g = ORACLES[name](x, target, problem.blank, case, n)
+        if g is None:
+            has_grad = False
+        else:
+            grad[:T_n, n] = g
+    return Answer(loss, grad if has_grad else None, name)

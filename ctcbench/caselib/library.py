@@ -1,0 +1,216 @@
+"""The case library: edge cases with known answers, read from data files.
+
+Cases live in TOML (or JSON) files, one file per family. The built-in library ships as the
+package ``ctcbench.cases`` (the repo's ``cases/`` folder); users point ``--cases DIR`` at
+their own. One case, as a ``[[case]]`` table (JSON: a list under the key ``"case"``)::
+
+    name        = "warpctc_small"              # unique, used by --case globs
+    description = "one line"
+    provenance  = "paper, public test or issue the answer comes from"
+    dtypes      = ["float32", "float64"]       # default; float16/bfloat16 where meaningful
+    [case.build]                               # how the problem is made, see case_builders
+    generator = "table" | "peaked" | "random" | "uniform"
+    seed = 0                                   # for generators that draw numbers
+    [[case.build.sample]]                      # one per batch element
+    target = [1, 2]                            # or L = 5 (random labels)
+    T = 2                                      # input length, or "min" (= L + repeats)
+    [case.expect]                              # the known answer, see expected
+    oracle = "published" | "brute_force" | "single_path" | "empty_target" | "uniform"
+    [[case.variant]]                           # optional: invariance variants of the problem
+    transform = "move_blank"                   # see case_builders.TRANSFORMS
+    ordering = ["perfect", "all_blank"]        # optional: sample names, loss increasing
+    [case.tolerance.float32]                   # optional, merged over DEFAULT_TOLERANCES
+    loss_rtol = 1e-5
+"""
+from __future__ import annotations
+
+import fnmatch
+import importlib.resources
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from ctcbench.core.problem import FLOAT_DTYPES
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+_FIELDS = {"name", "description", "provenance", "dtypes", "build", "expect", "variant",
+           "ordering", "tolerance"}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Pass when ``|got - want| <= atol + rtol * |want|`` (loss) and ``<= grad_atol`` (grad)."""
+
+    loss_rtol: float
+    loss_atol: float
+    grad_atol: float
+
+    def loss_ok(self, err: float, want: float) -> bool:
+        return err <= self.loss_atol + self.loss_rtol * abs(want)
+
+
+# Round-off of a log-space forward-backward computed in each dtype, on problems of a few
+# hundred frames. Cases with other needs (published values to 6 digits, T in the thousands)
+# say so in their own [case.tolerance].
+DEFAULT_TOLERANCES = {
+    "float64": Tolerance(loss_rtol=1e-9, loss_atol=1e-9, grad_atol=1e-9),
+    "float32": Tolerance(loss_rtol=1e-5, loss_atol=1e-4, grad_atol=1e-4),
+    "float16": Tolerance(loss_rtol=1e-2, loss_atol=2e-2, grad_atol=2e-2),
+    "bfloat16": Tolerance(loss_rtol=5e-2, loss_atol=1e-1, grad_atol=1e-1),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One edge case: how to build its problem(s) and what the answer must be."""
+
+    name: str
+    description: str
+    provenance: str
+    family: str  # the file stem, e.g. "published"
+    build: dict
+    expect: dict
+    dtypes: tuple[str, ...] = ("float32", "float64")
+    variants: tuple[dict, ...] = ()
+    ordering: tuple[str, ...] = ()
+    tolerances: dict = field(default_factory=dict)  # dtype -> Tolerance
+    source: str = ""
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
+
+
+def _expect(ok: bool, where: str, expected: str, got) -> None:
+    if not ok:
+        raise ValueError(f"{where}: expected {expected}, got {got}")
+
+
+def parse_case(raw: dict, *, family: str, source: str) -> Case:
+    """Validate one raw case table; errors name the file, the case and the field."""
+    _expect(isinstance(raw, dict), f"{source}: a case", "a table",
+            f"{type(raw).__name__} {raw!r}")
+    name = raw.get("name")
+    where = f"{source}: case {name!r}" if name else f"{source}: a case"
+    unknown = sorted(set(raw) - _FIELDS)
+    _expect(not unknown, where, f"only the fields {', '.join(sorted(_FIELDS))}", unknown)
+    _expect(isinstance(name, str) and bool(_NAME.match(name)), f"{where} name",
+            "lower-case letters, digits, '_' or '-'", repr(name))
+    for key in ("description", "provenance"):
+        _expect(isinstance(raw.get(key), str) and raw[key].strip() != "", f"{where} {key}",
+                "a non-empty string", repr(raw.get(key)))
+    for key in ("dtypes", "variant", "ordering"):
+        _expect(isinstance(raw.get(key, []), list), f"{where} {key}", "a list",
+                repr(raw.get(key)))
+    dtypes = tuple(raw.get("dtypes", ("float32", "float64")))
+    bad = [d for d in dtypes if d not in FLOAT_DTYPES]
+    _expect(dtypes and not bad, f"{where} dtypes", f"a list from {', '.join(FLOAT_DTYPES)}",
+            list(dtypes))
+    for key in ("build", "expect"):
+        _expect(isinstance(raw.get(key), dict), f"{where} {key}", "a table", raw.get(key))
+    from ctcbench.caselib.builders import GENERATORS, TRANSFORMS
+    from ctcbench.caselib.expected import ORACLES
+    gen = raw["build"].get("generator")
+    _expect(isinstance(gen, str) and gen in GENERATORS, f"{where} build.generator",
+            f"one of {', '.join(GENERATORS)}", repr(gen))
+    oracle = raw["expect"].get("oracle")
+    _expect(isinstance(oracle, str) and oracle in ORACLES, f"{where} expect.oracle",
+            f"one of {', '.join(ORACLES)}", repr(oracle))
+    variants = tuple(raw.get("variant", ()))
+    for v in variants:
+        _expect(isinstance(v, dict) and isinstance(v.get("transform"), str)
+                and v["transform"] in TRANSFORMS,
+                f"{where} variant.transform", f"one of {', '.join(TRANSFORMS)}",
+                repr(v.get("transform") if isinstance(v, dict) else v))
+    ordering = tuple(raw.get("ordering", ()))
+    samples = raw["build"].get("sample")
+    _expect(isinstance(samples, list) and samples and all(isinstance(s, dict) for s in samples),
+            f"{where} build.sample", "a non-empty list of sample tables", repr(samples))
+    names = [s.get("name", f"sample{n}") for n, s in enumerate(samples)]
+    _expect(all(o in names for o in ordering) and len(ordering) != 1, f"{where} ordering",
+            f"two or more sample names from {names}", list(ordering))
+    tolerances, keys = {}, [f.name for f in fields(Tolerance)]
+    _expect(isinstance(raw.get("tolerance", {}), dict), f"{where} tolerance",
+            f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", repr(raw.get("tolerance")))
+    for dtype, tol in raw.get("tolerance", {}).items():
+        _expect(dtype in FLOAT_DTYPES and isinstance(tol, dict), f"{where} tolerance",
+                f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", f"{dtype} = {tol!r}")
+        _expect(set(tol) <= set(keys), f"{where} tolerance.{dtype}",
+                f"keys {', '.join(keys)}", sorted(tol))
+        for key, value in tol.items():
+            _expect(isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and not math.isnan(value) and value >= 0, f"{where} tolerance.{dtype}.{key}",
+                    "a non-negative number", repr(value))
+        tolerances[dtype] = replace(DEFAULT_TOLERANCES[dtype], **tol)
+    return Case(name=name, description=raw["description"].strip(),
+                provenance=raw["provenance"].strip(), family=family, build=raw["build"],
+                expect=raw["expect"], dtypes=dtypes, variants=variants, ordering=ordering,
+                tolerances=tolerances, source=source)
+
+
+def _read(path, text: str) -> list[dict]:
+    name = getattr(path, "name", str(path))
+    try:
+        data = json.loads(text) if name.endswith(".json") else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{name}: expected valid {'JSON' if name.endswith('.json') else 'TOML'}, "
+                         f"got a parse error: {exc}") from None
+    cases = data.get("case") if isinstance(data, dict) else None
+    _expect(isinstance(cases, list), name, "a list of cases under the key 'case'",
+            sorted(data) if isinstance(data, dict) else type(data).__name__)
+    return cases
+
+
+def _case_files(folder) -> list:
+    return sorted((p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))),
+                  key=lambda p: p.name)
+
+
+def load_cases(dirs=None) -> list[Case]:
+    """Every case in ``dirs`` (folders of .toml/.json files), or the built-in library."""
+    if dirs:
+        folders = []
+        for d in dirs:
+            path = Path(d)
+            _expect(path.is_dir(), "cases", "a folder of .toml/.json case files", str(d))
+            folders.append(path)
+    else:
+        folders = [importlib.resources.files("ctcbench.cases")]
+    cases, seen = [], {}
+    for folder in folders:
+        files = _case_files(folder)
+        _expect(bool(files), "cases", "a folder holding .toml or .json case files",
+                f"none in {folder}")
+        for path in files:
+            family = path.name.rsplit(".", 1)[0]
+            for raw in _read(path, path.read_text()):
+                case = parse_case(raw, family=family, source=path.name)
+                _expect(case.name not in seen, f"{path.name}: case {case.name!r}",
+                        "a unique name", f"a duplicate of one in {seen.get(case.name)}")
+                seen[case.name] = path.name
+                cases.append(case)
+    return cases
+
+
+def select_cases(cases: list[Case], patterns=None) -> list[Case]:
+    """Cases whose name (or ``family/name``) matches any glob; all when no patterns."""
+    if not patterns:
+        return list(cases)
+    chosen = []
+    for pattern in patterns:
+        hits = [c for c in cases if fnmatch.fnmatchcase(c.name, pattern)
+                or fnmatch.fnmatchcase(f"{c.family}/{c.name}", pattern)]
+        _expect(bool(hits), "case", "a name or glob matching at least one case",
+                f"{pattern!r}; known cases: {', '.join(c.name for c in cases)}")
+        chosen += [c for c in hits if c not in chosen]
+    return [c for c in cases if c in chosen]
+
+
+def describe(cases: list[Case]) -> list[dict]:
+    """One JSON-ready summary per case (what ``ctcbench cases`` prints)."""
+    return [{"name": c.name, "family": c.family, "oracle": c.expect["oracle"],
+             "dtypes": list(c.dtypes), "variants": [v["transform"] for v in c.variants],
+             "ordering": list(c.ordering), "description": c.description,
+             "provenance": c.provenance, "source": c.source} for c in cases]

@@ -1,0 +1,192 @@
+"""The bench library: grids, problems, the timer and memory meter against known costs, resume."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from ctcbench import BackendUnavailable, UnsupportedProblem, registry
+from ctcbench.backends.numpy_ref import NumpyBackend
+from ctcbench.bench.run import (GRIDS, TARGET_SIZES, Size, load_grid, make_problem, measure_size,
+                            resolve_backends, run_bench, set_threads)
+from ctcbench.core.oracles import uniform_loss
+
+
+class Sleepy(NumpyBackend):
+    """The reference plus a known 30 ms sleep: the timer must see at least that."""
+
+    def run(self, problem):
+        time.sleep(0.03)
+        return super().run(problem)
+
+
+class Hungry(NumpyBackend):
+    """The reference plus a known 64 MiB buffer, written so it is resident."""
+
+    def run(self, problem):
+        buf = np.ones(64 * 2**20 // 8)
+        result = super().run(problem)
+        assert buf[-1] == 1.0
+        return result
+
+
+class Picky(NumpyBackend):
+    def run(self, problem):
+        raise UnsupportedProblem("takes no problem at all")
+
+
+def _gone():
+    raise BackendUnavailable("not installed here", "pip install nothing")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    set_threads(1)
+
+
+@pytest.fixture
+def extra_backends(monkeypatch):
+    for name, factory in {"sleepy": Sleepy, "hungry": Hungry, "picky": Picky,
+                          "gone": _gone}.items():
+        monkeypatch.setitem(registry._registered, name, factory)
+
+
+def test_default_grid_sweeps_T_L_C_N_and_holds_the_target_sizes():
+    """The default grid varies each of T, L, C (up to 5000), N with the others fixed."""
+    sizes = GRIDS["default"]
+    for letter in "TLCN":
+        others = [l for l in "TNCL" if l != letter]
+        groups = {}
+        for s in sizes:
+            groups.setdefault(tuple(getattr(s, o) for o in others), set()).add(getattr(s, letter))
+        assert max(len(v) for v in groups.values()) >= 3, letter
+    assert max(s.C for s in sizes) == 5000
+    assert set(TARGET_SIZES) <= set(sizes)
+    assert Size(1000, 32, 100, 200).cells == 1000 * 32 * 401
+
+
+def test_load_grid_reads_json_and_csv_and_names_bad_fields(tmp_path):
+    """Grid files load as sizes; a bad row gets an 'expected X, got Y' error naming it."""
+    (tmp_path / "g.csv").write_text("T,N,C,L\n30,2,6,5\n40,1,6,5\n")
+    assert load_grid(str(tmp_path / "g.csv")) == [Size(30, 2, 6, 5), Size(40, 1, 6, 5)]
+    (tmp_path / "g.json").write_text('[{"T": 30, "N": 2, "C": 6}]')
+    with pytest.raises(ValueError, match=r"row 1: expected fields T, N, C, L"):
+        load_grid(str(tmp_path / "g.json"))
+    (tmp_path / "g.json").write_text('[{"T": 3, "N": 2, "C": 6, "L": 5}]')
+    with pytest.raises(ValueError, match=r"expected 0 <= L <= T"):
+        load_grid(str(tmp_path / "g.json"))
+    with pytest.raises(FileNotFoundError, match=r"grid: expected one of small, default, targets"):
+        load_grid(str(tmp_path / "missing.json"))
+
+
+def test_load_grid_takes_spreadsheet_csv_headers(tmp_path):
+    """A CSV saved with a byte-order mark, or with spaces after the commas, reads the same."""
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbfT,N,C,L\n30,2,6,5\n")
+    (tmp_path / "spaced.csv").write_text("T, N, C, L\n30, 2, 6, 5\n")
+    assert load_grid(str(tmp_path / "bom.csv")) == [Size(30, 2, 6, 5)]
+    assert load_grid(str(tmp_path / "spaced.csv")) == [Size(30, 2, 6, 5)]
+
+
+def test_bench_problem_is_full_length_feasible_and_exact():
+    """Bench problems: every target L labels, no blank, no adjacent repeat; the reference
+    loss on uniform logits equals the closed form."""
+    size = Size(60, 3, 4, 25)
+    problem = make_problem(size, seed=1)
+    assert problem.shape == (60, 3, 4, 25)
+    assert (problem.target_lengths == 25).all() and (problem.input_lengths == 60).all()
+    assert (problem.targets != 0).all() and (np.diff(problem.targets, axis=1) != 0).all()
+    uniform = problem.with_logits(np.zeros((60, 3, 4)))
+    loss = NumpyBackend().run(uniform).loss
+    expected = [uniform_loss(60, 4, t) for t in problem.targets]
+    np.testing.assert_allclose(loss, expected, rtol=1e-9)
+
+
+def test_timer_sees_a_known_sleep_and_pairs_ratios_with_torch(extra_backends):
+    """A backend that sleeps 30 ms per call is timed at >= 30 ms and slower than torch."""
+    rows = measure_size(resolve_backends(["sleepy"]), Size(20, 2, 5, 4), dtype="float64",
+                        repeat=2, memory=False)
+    row = {r["backend"]: r for r in rows}
+    assert row["sleepy"]["status"] == "ok"
+    assert 0.03 <= row["sleepy"]["time_min_s"] <= row["sleepy"]["time_median_s"] < 0.5
+    assert row["sleepy"]["ratio_min"] > 1.0
+    assert row["torch"]["ratio_to_torch"] == 1.0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="RSS is read from /proc")
+def test_peak_memory_sees_a_known_allocation(extra_backends):
+    """A backend holding a 64 MiB buffer shows a peak RSS growth of about 64 MiB."""
+    rows = measure_size(resolve_backends(["hungry"]), Size(20, 2, 5, 4), dtype="float64",
+                        repeat=1)
+    hungry = next(r for r in rows if r["backend"] == "hungry")
+    assert 60 <= hungry["peak_rss_mb"] < 100
+
+
+def test_unavailable_and_unsupported_backends_are_recorded_not_fatal(extra_backends):
+    """Backends that cannot run here or cannot take the problem get a row with the reason."""
+    rows = measure_size(resolve_backends(["gone", "picky", "numpy"]), Size(20, 2, 5, 4),
+                        dtype="float64", repeat=1, memory=False)
+    row = {r["backend"]: r for r in rows}
+    assert row["gone"]["status"] == "skipped" and "not installed here" in row["gone"]["reason"]
+    assert row["picky"]["status"] == "unsupported"
+    assert row["numpy"]["status"] == "ok" and row["torch"]["status"] == "ok"
+    with pytest.raises(ValueError, match=r"backend: expected one of"):
+        resolve_backends(["nope"])
+
+
+def test_run_writes_rows_as_it_goes_and_resumes(tmp_path, tiny_grid):
+    """A second run into the same folder measures nothing again and keeps the rows."""
+    first = run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path / "r",
+                      progress=False)
+    lines = (tmp_path / "r" / "rows.jsonl").read_text().splitlines()
+    assert {r["backend"] for r in first.rows} == {"numpy", "torch"} and first.resumed == 0
+    second = run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path / "r",
+                       progress=False)
+    assert second.resumed == 1
+    assert (tmp_path / "r" / "rows.jsonl").read_text().splitlines() == lines
+
+    third = run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=2, out=tmp_path / "r",
+                      progress=False)
+    assert third.resumed == 0  # another --repeat is measured again, not taken from the log
+    assert {len(r["times_s"]) for r in third.rows} == {2}
+
+
+def test_set_threads_sets_torch_and_rejects_zero():
+    """--threads reaches torch; a bad count is refused with a clear message."""
+    import torch
+    assert set_threads(1)["torch_threads"] == 1 and torch.get_num_threads() == 1
+    with pytest.raises(ValueError, match=r"threads: expected an integer >= 1, got 0"):
+        set_threads(0)
+
+
+def test_set_threads_reaches_workers_started_later(monkeypatch):
+    """--threads also sets CTCBENCH_THREADS, which worker processes and their frameworks read."""
+    monkeypatch.delenv("CTCBENCH_THREADS", raising=False)
+    set_threads(2)
+    assert os.environ["CTCBENCH_THREADS"] == "2"
+    set_threads(1)
+
+
+def test_a_size_too_large_for_memory_is_an_error_row_and_the_run_goes_on(tmp_path):
+    """A grid size whose logits alone need ~15 TiB gets error rows naming memory; the other
+    size is still measured."""
+    grid = tmp_path / "g.json"
+    grid.write_text('[{"T": 2000000, "N": 20000, "C": 50, "L": 3}, {"T": 20, "N": 2, "C": 5, "L": 4}]')
+    run = run_bench(backends=["numpy"], grid=str(grid), repeat=1, out=tmp_path / "r",
+                    progress=False)
+    status = {(r["backend"], r["T"]): r["status"] for r in run.rows}
+    assert status == {("numpy", 20): "ok", ("torch", 20): "ok",
+                      ("numpy", 2000000): "error", ("torch", 2000000): "error"}
+    assert all("MemoryError" in r["reason"] for r in run.rows if r["T"] == 2000000)
+
+
+def test_out_holding_another_drivers_rows_is_refused_untouched(tmp_path, tiny_grid):
+    """--out pointing at a compare run folder is refused; its rows and meta stay as they were."""
+    (tmp_path / "rows.jsonl").write_text('{"backend": "numpy", "case": "tf_basic", "status": "ok"}\n')
+    (tmp_path / "meta.json").write_text('{"config": {"driver": "compare"}}\n')
+    with pytest.raises(ValueError, match=r"--out: expected a new folder or one of an earlier "
+                                         r"bench run"):
+        run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path, progress=False)
+    assert (tmp_path / "meta.json").read_text() == '{"config": {"driver": "compare"}}\n'
+    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 1

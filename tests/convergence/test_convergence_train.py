@@ -1,0 +1,148 @@
+"""Training runs: reproducible, resumable without changing the curve, and really learning."""
+import json
+
+import pytest
+import torch
+
+from ctcbench.convergence.train import (TrainConfig, batch_indices, load_checkpoint,
+                                        model_from_checkpoint, summarize, train_run)
+from ctcbench.runstore import RowLog
+from conftest import LEARN_STEPS, tiny_train_config
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    torch.set_num_threads(1)
+
+
+def _curve(run_dir):
+    return [{k: v for k, v in r.items() if k not in ("cpu_s", "wall_s")}
+            for r in RowLog(run_dir / "curve.jsonl").rows()]
+
+
+def test_run_writes_curve_checkpoint_and_summary(tmp_path):
+    """A tiny run logs one row per eval (plus step 0) and leaves a loadable checkpoint."""
+    summary = train_run(tiny_train_config(steps=5, eval_every=2), tmp_path)
+    steps = [r["step"] for r in RowLog(tmp_path / "curve.jsonl").rows()]
+    assert steps == [0, 2, 4, 5]
+    for key in ("train_loss", "test_loss", "cer", "seq_acc", "blank_frac", "emitted", "grad_norm",
+                "update_norm", "lr", "cpu_s", "wall_s"):
+        assert key in RowLog(tmp_path / "curve.jsonl").rows()[-1]
+    assert summary["steps"] == 5 and summary["checkpoint"] == str(tmp_path / "checkpoint.pt")
+    state = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert state["step"] == 5
+    assert json.loads((tmp_path / "summary.json").read_text())["final_cer"] == summary["final_cer"]
+
+
+def test_same_seed_same_curve_other_seed_other_curve(tmp_path):
+    """Same seed => identical curve on CPU; another seed => a different one."""
+    train_run(tiny_train_config(seed=3), tmp_path / "a")
+    train_run(tiny_train_config(seed=3), tmp_path / "b")
+    train_run(tiny_train_config(seed=4), tmp_path / "c")
+    assert _curve(tmp_path / "a") == _curve(tmp_path / "b")
+    assert _curve(tmp_path / "a") != _curve(tmp_path / "c")
+
+
+def test_resume_reproduces_uninterrupted_curve(tmp_path):
+    """Stopping after a checkpoint and resuming gives exactly the uninterrupted curve."""
+    full = tiny_train_config(steps=6, eval_every=2, optimizer="adam", warmup=3)
+    train_run(full, tmp_path / "full")
+    # an "interrupted" run: stop at step 4, then add a half-written row past the checkpoint
+    train_run(tiny_train_config(steps=4, eval_every=2, optimizer="adam", warmup=3), tmp_path / "cut")
+    (tmp_path / "cut" / "summary.json").unlink()
+    RowLog(tmp_path / "cut" / "curve.jsonl").append({"step": 5, "cer": 0.5})
+    resumed = train_run(full, tmp_path / "cut", resume=True)
+    assert _curve(tmp_path / "cut") == _curve(tmp_path / "full")
+    assert resumed["steps"] == 6
+
+
+def test_resume_of_finished_run_returns_summary(tmp_path):
+    """Resuming a finished run does no work and returns the stored summary."""
+    first = train_run(tiny_train_config(), tmp_path)
+    assert train_run(tiny_train_config(), tmp_path, resume=True) == json.loads(
+        (tmp_path / "summary.json").read_text()) == json.loads(json.dumps(first))
+
+
+@pytest.mark.parametrize("name", ["linecnn", "linecnnlstm", "rescrnn", "perpos"])
+def test_every_model_trains(tmp_path, name):
+    """Every model runs through the loop and its metrics are finite."""
+    cfg = tiny_train_config(steps=2, eval_every=2)
+    cfg.model.name = name
+    s = train_run(cfg, tmp_path)
+    assert 0 <= s["final_cer"] and s["final_test_loss"] < float("inf")
+
+
+@pytest.mark.parametrize("opt", ["adam", "rmsprop", "sgd", "adamw", "adadelta"])
+def test_every_optimizer_trains(tmp_path, opt):
+    """Every optimizer name builds and steps (update norm > 0)."""
+    train_run(tiny_train_config(steps=2, eval_every=2, optimizer=opt, lr=0.1), tmp_path)
+    assert RowLog(tmp_path / "curve.jsonl").rows()[-1]["update_norm"] > 0
+
+
+def test_numpy_ctc_backend_trains_like_torch(tmp_path):
+    """Training with the float64 NumPy reference follows the torch curve (backend-independent)."""
+    train_run(tiny_train_config(steps=3, ctc_backend="torch"), tmp_path / "t")
+    train_run(tiny_train_config(steps=3, ctc_backend="numpy"), tmp_path / "n")
+    t, n = RowLog(tmp_path / "t" / "curve.jsonl").rows(), RowLog(tmp_path / "n" / "curve.jsonl").rows()
+    for a, b in zip(t, n):
+        assert b["test_loss"] == pytest.approx(a["test_loss"], rel=1e-4)
+
+
+def test_batches_depend_only_on_seed_and_step():
+    """Batch sampling is a pure function of (seed, step)."""
+    assert (batch_indices(1, 7, 100, 5) == batch_indices(1, 7, 100, 5)).all()
+    assert not (batch_indices(1, 7, 100, 5) == batch_indices(1, 8, 100, 5)).all()
+
+
+def test_summarize_definitions():
+    """Plateau end and steps-to-CER follow their documented definitions; censored is None."""
+    rows = [{"step": 0, "emitted": 2.0, "cer": 0.95}, {"step": 10, "emitted": 0.0, "cer": 1.0},
+            {"step": 20, "emitted": 0.6, "cer": 0.9}, {"step": 30, "emitted": 1.2, "cer": 0.3},
+            {"step": 40, "emitted": 3.0, "cer": 0.05}]
+    rows = [dict(r, seq_acc=0, test_loss=1, blank_frac=0.5, cpu_s=1, wall_s=1) for r in rows]
+    s = summarize(rows)
+    assert (s["plateau_end_step"], s["steps_to_cer10"], s["steps_to_cer02"]) == (30, 40, None)
+    assert s["final_cer"] == 0.05
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("optimizer", "lbfgs", "optimizer: expected one of adam, rmsprop, sgd, adamw, adadelta, got 'lbfgs'"),
+    ("lr", -1.0, "lr: expected a positive number, got -1.0"),
+    ("steps", 0, "steps: expected >= 1, got 0"),
+    ("reduction", "none", "reduction: expected one of mean, sum, got 'none'"),
+])
+def test_bad_training_config_is_named(field, value, message):
+    """Bad training settings give 'expected X, got Y' errors naming the setting."""
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**{field: value}).check()
+
+
+def test_checkpoint_errors(tmp_path):
+    """A missing or foreign checkpoint file is a clear error."""
+    with pytest.raises(FileNotFoundError, match="checkpoint: expected an existing file"):
+        load_checkpoint(tmp_path / "none.pt")
+    (tmp_path / "bad.pt").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match="checkpoint: expected a checkpoint.pt written by"):
+        load_checkpoint(tmp_path / "bad.pt")
+
+
+def test_short_run_learns(learned_run):
+    """A short real run (about a minute) ends far below its starting CER: it leaves the blank
+    plateau and reads held-out lines."""
+    summary, run_dir, _ = learned_run
+    rows = RowLog(run_dir / "curve.jsonl").rows()
+    assert rows[0]["cer"] > 0.8
+    assert summary["steps"] == LEARN_STEPS
+    assert summary["final_cer"] < 0.25 * rows[0]["cer"]
+    assert summary["plateau_end_step"] is not None
+    model, cfg = model_from_checkpoint(summary["checkpoint"])
+    assert cfg.steps == LEARN_STEPS
+
+
+@pytest.mark.parametrize("kind", ["captcha", "digits"])
+def test_other_datasets_train(tmp_path, kind):
+    """Captcha and load_digits lines go through the same loop."""
+    cfg = tiny_train_config(steps=2, eval_every=2)
+    cfg.data.kind = kind
+    s = train_run(cfg, tmp_path)
+    assert s["data"] == kind and s["steps"] == 2
