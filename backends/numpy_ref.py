@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.core.reference import (ForwardBackward, extended_labels, forward_backward_probs, gather_states,
-                                     scatter_states)
+from ctcbench.core.extended import extended_labels, gather_states, scatter_states
+from ctcbench.core.reference import ForwardBackward, forward_backward_probs
 from ctcbench.registry import grad_weights_array
 
 

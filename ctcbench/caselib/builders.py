@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ctcbench.core.oracles import min_frames
+from ctcbench.core.ctcmath import min_frames
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import reduction_weights
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctcbench.core import oracles
+from ctcbench.core.ctcmath import log_softmax, min_frames, minimal_path
 from ctcbench.core.problem import CTCProblem
 
 
@@ -30,18 +31,7 @@ class Answer:
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
-    return np.exp(oracles.log_softmax(x))
-
-
-def single_path(target, blank: int) -> list[int]:
-    """The only alignment of ``target`` in exactly L + repeats frames."""
-    path, prev = [], None
-    for k in target:
-        if k == prev:
-            path.append(blank)
-        path.append(k)
-        prev = k
-    return path
+    return np.exp(log_softmax(x))
 
 
 def _brute_force(x, target, blank, case, n):
@@ -49,10 +39,10 @@ def _brute_force(x, target, blank, case, n):
 
 
 def _single_path(x, target, blank, case, n):
-    if len(x) != oracles.min_frames(target):
+    if len(x) != min_frames(target):
         raise ValueError(f"case {case!r} sample {n}: oracle single_path expected input length "
-                         f"L + repeats = {oracles.min_frames(target)}, got {len(x)}")
-    path = single_path(target, blank)
+                         f"L + repeats = {min_frames(target)}, got {len(x)}")
+    path = minimal_path(target, blank=blank)
     grad = _softmax(x)
     grad[np.arange(len(path)), path] -= 1.0
     return oracles.path_loss(x, path), grad
@@ -122,7 +112,7 @@ def known_answer(problem: CTCProblem, expect: dict, *, case: str = "?") -> Answe
         T_n, L_n = int(problem.input_lengths[n]), int(problem.target_lengths[n])
         x = problem.logits[:T_n, n].astype(np.float64)  # (T_n, C) as rounded to the dtype
         target = problem.targets[n, :L_n].tolist()
-        if T_n < oracles.min_frames(target):  # no alignment fits
+        if T_n < min_frames(target):  # no alignment fits
             loss[n] = math.inf
             continue
         loss[n], g = ORACLES[name](x, target, problem.blank, case, n)

@@ -1,6 +1,7 @@
 """CTC decoders over log-probabilities, and the error rates they are scored with.
 
-``greedy``: best path (argmax per frame), then collapse repeats and drop blanks.
+Greedy (best path) decoding and the edit distance live in :mod:`ctcbench.core.ctcmath`
+(``greedy_decode``, ``edit_distance``).
 ``prefix_beam_search``: the CTC prefix beam search (Hannun et al. 2014, without a language
 model), tracking for each prefix the probability of ending in blank and in non-blank. With
 a beam as wide as the number of prefixes it is exact: it returns the labelling with the
@@ -10,13 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctcbench.core.oracles import collapse
-
-
-def greedy(log_probs: np.ndarray, lengths, *, blank: int = 0) -> list[tuple[int, ...]]:
-    """``log_probs (T, N, C)``, ``lengths (N,)`` -> one label tuple per sample."""
-    best = np.asarray(log_probs).argmax(-1)  # (T, N)
-    return [collapse(best[: int(lengths[n]), n], blank) for n in range(best.shape[1])]
+from ctcbench.core.ctcmath import edit_distance
 
 
 def prefix_beam_search(log_probs: np.ndarray, *, beam: int = 8, blank: int = 0,
@@ -58,17 +53,6 @@ def beam_decode(log_probs: np.ndarray, lengths, *, beam: int = 8, blank: int = 0
     """``log_probs (T, N, C)`` -> one label tuple per sample, by prefix beam search."""
     return [prefix_beam_search(log_probs[: int(lengths[n]), n], beam=beam, blank=blank)[0]
             for n in range(log_probs.shape[1])]
-
-
-def edit_distance(a, b) -> int:
-    """Levenshtein distance between two sequences."""
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        cur = [i]
-        for j, y in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
-        prev = cur
-    return prev[-1]
 
 
 def error_rates(predictions, references) -> tuple[float, float]:

@@ -28,8 +28,9 @@ import torch
 
 from ctcbench.convergence.ctc import TRAIN_REDUCTIONS, ctc_loss_fn
 from ctcbench.convergence.data import DATASETS, DataConfig, Pool, load_pool
-from ctcbench.convergence.decode import beam_decode, error_rates, greedy
+from ctcbench.convergence.decode import beam_decode, error_rates
 from ctcbench.convergence.models import MODELS, ModelConfig, build_model, num_params
+from ctcbench.core.ctcmath import greedy_decode
 from ctcbench.runstore import RowLog, to_json
 
 OPTIMIZERS = {
@@ -159,7 +160,7 @@ def decode_outputs(model, out: torch.Tensor, *, beam: int = 0) -> list[tuple[int
         return [tuple(int(k) for k in row if k != 0) for row in best]
     lp = out.log_softmax(-1).double().numpy()  # (T, N, C)
     lengths = np.full(lp.shape[1], lp.shape[0])
-    return beam_decode(lp, lengths, beam=beam) if beam > 0 else greedy(lp, lengths)
+    return beam_decode(lp, lengths, beam=beam) if beam > 0 else greedy_decode(lp, lengths)
 
 
 @torch.no_grad()

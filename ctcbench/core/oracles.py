@@ -1,6 +1,8 @@
 """Independent oracles: answers computed without any forward-backward recursion.
 
-Each one is a different algorithm from the backends, so agreement means something:
+Each one is a different algorithm from the backends, so agreement means something (they
+share only :func:`log_softmax` and the map ``B`` (:func:`collapse`) with the rest, from
+:mod:`ctcbench.core.ctcmath`):
   * brute force: enumerate all C^T paths, collapse, sum (tiny T and C only; exact);
   * closed forms: a single valid alignment, uniform predictions, an empty target.
 """
@@ -11,21 +13,7 @@ import math
 
 import numpy as np
 
-
-def collapse(path, blank: int = 0) -> tuple[int, ...]:
-    """Merge repeats, then drop blanks: the CTC many-to-one map B."""
-    out, prev = [], None
-    for k in path:
-        if k != prev and k != blank:
-            out.append(int(k))
-        prev = k
-    return tuple(out)
-
-
-def log_softmax(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+from ctcbench.core.ctcmath import adjacent_repeats, collapse, log_softmax
 
 
 def brute_force(logits: np.ndarray, target, *, blank: int = 0,
@@ -46,7 +34,7 @@ def brute_force(logits: np.ndarray, target, *, blank: int = 0,
     if T == 0:  # only the empty path, which collapses to the empty target
         return (0.0 if not target else math.inf), np.zeros((0, C))
     paths = np.array([p for p in itertools.product(range(C), repeat=T)
-                      if collapse(p, blank) == target], dtype=np.int64).reshape(-1, T)
+                      if collapse(p, blank=blank) == target], dtype=np.int64).reshape(-1, T)
     if len(paths) == 0:
         return math.inf, np.zeros((T, C))
     path_lp = lp[np.arange(T)[None, :], paths].sum(axis=1)  # (P,)
@@ -56,16 +44,6 @@ def brute_force(logits: np.ndarray, target, *, blank: int = 0,
     for t in range(T):
         np.add.at(gamma[t], paths[:, t], weight)
     return float(-log_z), np.exp(lp) - gamma
-
-
-def adjacent_repeats(target) -> int:
-    target = list(target)
-    return sum(a == b for a, b in zip(target, target[1:]))
-
-
-def min_frames(target) -> int:
-    """Frames a target needs: one per label plus a blank between adjacent repeats."""
-    return len(target) + adjacent_repeats(target)
 
 
 def uniform_loss(T: int, C: int, target) -> float:

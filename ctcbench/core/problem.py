@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctcbench.core.ctcmath import adjacent_repeats, feasible, log_softmax
+
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -168,19 +170,15 @@ class CTCProblem:
 
     def log_probs(self) -> np.ndarray:
         """``(T, N, C)`` float64 log_softmax of the logits; padded frames zeroed first."""
-        x = self.clean_logits(np.float64)
-        x = x - x.max(axis=-1, keepdims=True)
-        return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+        return log_softmax(self.clean_logits(np.float64))
 
     def repeats(self) -> np.ndarray:
         """``(N,)`` adjacent repeated labels per target; a target needs L + r frames."""
-        t = self.targets
-        same = (t[:, 1:] == t[:, :-1]) & (np.arange(1, t.shape[1])[None] < self.target_lengths[:, None])
-        return same.sum(axis=1).astype(np.int64)
+        return adjacent_repeats(self.targets, self.target_lengths)
 
     def feasible(self) -> np.ndarray:
         """``(N,)`` bool: the target fits, ``input_length >= L + repeats``."""
-        return self.input_lengths >= self.target_lengths + self.repeats()
+        return feasible(self.targets, self.input_lengths, self.target_lengths)
 
     def with_logits(self, logits) -> "CTCProblem":
         """The same targets and lengths with other logits (e.g. another dtype)."""

@@ -30,9 +30,11 @@ Two exact paths:
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
 
 import numpy as np
+
+from ctcbench.core.ctcmath import feasible
+from ctcbench.core.extended import end_states, extended_labels, gather_states, scatter_states
 
 
 NEG_INF = -np.inf
@@ -42,48 +44,6 @@ RESCALE_EVERY = 4  # frames between rescalings of the scaled recursions
 # the NumPy calls, a few extra passes over (T, N, S). Paired timings of the whole run, one
 # loop / two loops: ~0.3-0.65 at N*S = 168, ~1.0 at 1296, ~1.13 at 1608 (T = 1000).
 ONE_LOOP_MAX_STATES = 1024
-SCATTER_CHUNK = 1 << 20  # label states per chunk of the class scatter
-
-
-def extended_labels(targets: np.ndarray, target_lengths: np.ndarray, blank: int):
-    """``(N, S)`` blank-interleaved labels, ``(N, S)`` valid-state mask, ``(N, S)`` skip mask."""
-    N, L = targets.shape
-    S = 2 * L + 1
-    ext = np.full((N, S), blank, dtype=np.int64)
-    ext[:, 1::2] = targets
-    valid = np.arange(S)[None, :] < (2 * target_lengths + 1)[:, None]  # (N, S)
-    skip = np.zeros((N, S), dtype=bool)
-    skip[:, 3::2] = targets[:, 1:] != targets[:, :-1]  # label state s may come from s - 2
-    return ext, valid, skip & valid
-
-
-def gather_states(x: np.ndarray, ext: np.ndarray) -> np.ndarray:
-    """``x (T, N, C)`` read at each sample's extended labels ``ext (N, S)`` -> ``(T, N, S)``.
-
-    One ``np.take`` over flat ``(n, class)`` columns: about twice as fast as the equivalent
-    3-D fancy index ``x[:, arange(N)[:, None], ext]``."""
-    T, N, C = x.shape
-    flat = (np.arange(N)[:, None] * C + ext).ravel()  # (N * S,)
-    return np.take(np.ascontiguousarray(x).reshape(T, N * C), flat, axis=1).reshape(
-        T, N, ext.shape[1])
-
-
-def _end_states(target_lengths: np.ndarray, S: int) -> np.ndarray:
-    """``(N, S)`` bool: the final states ``S_n - 1`` and ``S_n - 2`` of each sample."""
-    N = len(target_lengths)
-    batch = np.arange(N)
-    S_n = 2 * target_lengths + 1
-    ends = np.zeros((N, S), dtype=bool)
-    ends[batch, S_n - 1] = True
-    ends[batch[S_n >= 2], (S_n - 2)[S_n >= 2]] = True
-    return ends
-
-
-def _feasible(targets: np.ndarray, input_lengths: np.ndarray, target_lengths: np.ndarray):
-    """``(N,)`` bool: input_length >= target_length + adjacent repeats."""
-    L = targets.shape[1]
-    same = (targets[:, 1:] == targets[:, :-1]) & (np.arange(1, L)[None] < target_lengths[:, None])
-    return input_lengths >= target_lengths + same.sum(axis=1)
 
 
 class ForwardBackward:
@@ -132,34 +92,6 @@ class ForwardBackward:
         out = np.zeros((T, N, self._C))  # (T, N, C)
         scatter_states(out, self.state_posterior, self._targets, blank=self._blank)
         return out
-
-
-def scatter_states(out: np.ndarray, state_post: np.ndarray, targets: np.ndarray, *, blank: int,
-                   subtract: bool = False) -> None:
-    """``out (T, N, C) += state_post (T, N, S)`` summed onto each state's class (``-=`` with
-    ``subtract``). ``out`` must be C-contiguous.
-
-    Blank states go to ``blank`` in one reduction; label states go to their labels with one
-    unbuffered ``ufunc.at`` over flat indices, so repeated labels add up correctly.
-    """
-    T, N, S = state_post.shape
-    C = out.shape[2]
-    if not out.flags.c_contiguous:  # reshape(-1) would copy and the update would be lost
-        raise ValueError(f"out: expected a C-contiguous array, got strides {out.strides}")
-    blank_mass = state_post[:, :, 0::2].sum(axis=-1)  # (T, N)
-    if subtract:
-        out[:, :, blank] -= blank_mass
-    else:
-        out[:, :, blank] += blank_mass
-    if S == 1:
-        return
-    ufunc = np.subtract if subtract else np.add
-    flat_out = out.reshape(-1)
-    step = max(1, SCATTER_CHUNK // (N * (S // 2)))  # frames per chunk: small temporaries
-    for t0 in range(0, T, step):
-        t = np.arange(t0, min(t0 + step, T))
-        flat = (t[:, None, None] * N + np.arange(N)[None, :, None]) * C + targets[None]
-        ufunc.at(flat_out, flat.ravel(), state_post[t0:t0 + step, :, 1::2].ravel())  # labels
 
 
 def _reverse_per_sample(x: np.ndarray, input_lengths: np.ndarray, S_n: np.ndarray,
@@ -345,7 +277,7 @@ def _log_space(log_probs: np.ndarray, targets: np.ndarray, input_lengths: np.nda
         np.add(tmp, emit[t], out=alpha[t, :, 2:])
 
     last_t = input_lengths - 1  # (N,)
-    ends = _end_states(target_lengths, S)
+    ends = end_states(target_lengths, S)
     nxt = np.empty((N, S + 2))
     for t in range(T - 1, -1, -1):
         if t < T - 1:
@@ -379,9 +311,9 @@ def forward_backward_probs(emit_probs: np.ndarray, targets: np.ndarray, input_le
     ext, valid, skip = extended_labels(targets, target_lengths, blank)
     if not valid.all():
         emit_probs *= valid[None]  # invalid states emit nothing
-    ends = _end_states(target_lengths, S)
+    ends = end_states(target_lengths, S)
     batch = np.arange(N)
-    feasible = _feasible(targets, input_lengths, target_lengths)
+    fits = feasible(targets, input_lengths, target_lengths)  # (N,)
     in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
 
     alpha, log_sa, beta, log_sb, min_norm = _scaled_recursions(emit_probs, skip, ends,
@@ -389,7 +321,7 @@ def forward_backward_probs(emit_probs: np.ndarray, targets: np.ndarray, input_le
     del emit_probs  # not needed any more; callers pass it without keeping a reference
     ab = alpha * beta  # (T, N, S) mass of paths through (t, s), scaled
     ab_sum = ab.sum(axis=2)  # (T, N)
-    keep = in_frame & feasible[None, :]  # (T, N) frames with a defined posterior
+    keep = in_frame & fits[None, :]  # (T, N) frames with a defined posterior
     ab_sum_kept = np.where(keep, ab_sum, np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):  # unsafe samples are redone below
         ab /= np.where(keep, ab_sum, 1.0)[..., None]
@@ -397,7 +329,7 @@ def forward_backward_probs(emit_probs: np.ndarray, targets: np.ndarray, input_le
     state_post = ab
 
     loss = np.where(target_lengths == 0, 0.0, np.inf)  # the answer for input_length 0
-    has = (input_lengths > 0) & feasible
+    has = (input_lengths > 0) & fits
     last_t = input_lengths - 1
     if has.any():
         final = np.where(ends[has], alpha[last_t[has], batch[has]], 0.0).sum(axis=1)  # (n,)

@@ -7,8 +7,9 @@ import pytest
 from ctcbench.core.reference import forward_backward
 from ctcbench.caselib.builders import build_raw, to_problem
 from ctcbench.caselib.library import load_cases
-from ctcbench.caselib.expected import known_answer, single_path
-from ctcbench.core.oracles import brute_force, collapse
+from ctcbench.caselib.expected import known_answer
+from ctcbench.core.ctcmath import collapse, minimal_path
+from ctcbench.core.oracles import brute_force
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,7 @@ def test_single_path_and_uniform_oracles_match_brute_force(rng):
     p = CTCProblem(x, [[1, 1, 2]], [4], [3])
     want, grad = brute_force(x[:, 0], [1, 1, 2])
     got = known_answer(p, {"oracle": "single_path"})
-    assert single_path([1, 1, 2], 0) == [1, 0, 1, 2]
+    assert minimal_path([1, 1, 2], blank=0) == [1, 0, 1, 2]
     np.testing.assert_allclose(got.loss, [want], rtol=1e-12)
     np.testing.assert_allclose(got.grad[:, 0], grad, atol=1e-12)
     u = CTCProblem(np.zeros((6, 1, 3)), [[2, 2]], [6], [2])

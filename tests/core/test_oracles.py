@@ -7,12 +7,6 @@ import pytest
 from ctcbench.core import oracles
 
 
-def test_collapse_merges_repeats_then_drops_blanks():
-    """B(a a - a b b -) = (a a b): a blank separates repeats."""
-    assert oracles.collapse([1, 1, 0, 1, 2, 2, 0], blank=0) == (1, 1, 2)
-    assert oracles.collapse([3, 3, 3], blank=3) == ()
-
-
 @pytest.mark.parametrize("T, C, target", [
     (4, 3, [1]), (5, 3, [1, 1]), (5, 4, [1, 2, 1]), (6, 3, [2, 2, 2]), (3, 2, []), (6, 4, [3, 1, 1]),
 ])
@@ -43,7 +37,6 @@ def test_infeasible_is_inf_everywhere():
     loss, grad = oracles.brute_force(np.zeros((2, 3)), [1, 1])
     assert loss == math.inf and not grad.any()
     assert oracles.uniform_loss(2, 3, [1, 1]) == math.inf
-    assert oracles.min_frames([1, 1, 2, 2, 2]) == 8
 
 
 def test_brute_force_gradient_matches_finite_differences():

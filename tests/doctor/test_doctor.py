@@ -10,7 +10,8 @@ import pytest
 import ctcbench
 from ctcbench import CTCProblem
 from ctcbench.doctor.diagnose import REDUCTION_RATIO, diagnose
-from ctcbench.core.oracles import log_softmax, min_frames, uniform_loss
+from ctcbench.core.ctcmath import log_softmax
+from ctcbench.core.oracles import uniform_loss
 
 from conftest import random_problem, spike_paths, trained_log_probs
 
@@ -169,7 +170,7 @@ def test_input_lengths_before_downsampling_are_length_mismatch(rng):
 
 def test_infeasible_targets_name_samples_and_deficit(rng):
     """Targets needing more frames than the input has: which samples, short by how much
-    (min_frames from the oracles), and zero_infinity in the fix."""
+    (frames needed counted by hand: labels plus adjacent repeats), and zero_infinity in the fix."""
     p = _problem(rng, T=30, N=4, C=6, L=4)
     targets = np.array([[1, 1, 2, 2], [1, 2, 3, 4], [3, 3, 3, 3], [5, 4, 3, 2]])
     lengths = np.array([3, 30, 5, 30])
@@ -177,8 +178,8 @@ def test_infeasible_targets_name_samples_and_deficit(rng):
                       target_lengths=np.array([4, 4, 4, 4]))
     assert _problems(report) == {"infeasible-target"}
     finding = report.findings[0]
-    expected = [(n, min_frames(targets[n]) - lengths[n]) for n in range(4)
-                if min_frames(targets[n]) > lengths[n]]
+    # needs 4 + 2 = 6, 4, 4 + 3 = 7, 4 frames; has 3, 30, 5, 30
+    expected = [(0, 3), (2, 2)]
     assert [(d["sample"], d["short_by"]) for d in finding.evidence["samples"]] == expected
     assert "zero_infinity" in finding.fix
 

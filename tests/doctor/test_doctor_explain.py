@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from ctcbench.doctor.explain import explain_perfect_vs_blank
-from ctcbench.core.oracles import brute_force, collapse
+from ctcbench.core.ctcmath import collapse
+from ctcbench.core.oracles import brute_force
 
 from conftest import random_problem, spike_paths
 
@@ -19,7 +20,7 @@ def _brute_raw(scores: np.ndarray, target, blank: int = 0) -> float:
     """-log sum over paths collapsing to target of exp(sum of scores): no normalisation."""
     T, C = scores.shape
     totals = [scores[np.arange(T), p].sum() for p in itertools.product(range(C), repeat=T)
-              if collapse(p, blank) == tuple(target)]
+              if collapse(p, blank=blank) == tuple(target)]
     return float(-np.logaddexp.reduce(totals))
 
 
