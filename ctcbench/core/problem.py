@@ -26,7 +26,7 @@ def _expect(ok: bool, name: str, expected: str, got) -> None:
         raise ValueError(f"{name}: expected {expected}, got {got}")
 
 
-def _to_numpy(x, name: str) -> tuple[np.ndarray, str]:
+def to_numpy(x, name: str) -> tuple[np.ndarray, str]:
     """Any array-like (NumPy, torch tensor, list) -> (NumPy array, dtype name)."""
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch tensor, without importing torch
         dtype = str(x.dtype).removeprefix("torch.")
@@ -42,7 +42,7 @@ def _to_numpy(x, name: str) -> tuple[np.ndarray, str]:
 
 
 def _int_vector(x, name: str, n: int | None) -> np.ndarray:
-    arr, dtype = _to_numpy(x, name)
+    arr, dtype = to_numpy(x, name)
     _expect(arr.ndim == 1, name, "a 1-D integer array", f"shape {arr.shape}")
     _expect(arr.dtype.kind in "iu", name, "an integer dtype", dtype)
     if n is not None:
@@ -73,7 +73,7 @@ class CTCProblem:
     """
 
     def __init__(self, logits, targets, input_lengths, target_lengths, *, blank: int = 0):
-        logits, dtype = _to_numpy(logits, "logits")
+        logits, dtype = to_numpy(logits, "logits")
         _expect(logits.ndim == 3, "logits", "a 3-D array (T, N, C)", f"shape {logits.shape}")
         _expect(dtype in FLOAT_DTYPES, "logits", f"a float dtype ({', '.join(FLOAT_DTYPES)})", dtype)
         T, N, C = logits.shape
@@ -118,14 +118,14 @@ class CTCProblem:
     @staticmethod
     def _target_form(targets) -> tuple[str, str]:
         """(layout, index dtype) of the targets as the caller gave them."""
-        arr, dtype = _to_numpy(targets, "targets")
+        arr, dtype = to_numpy(targets, "targets")
         layout = "concatenated" if arr.ndim == 1 else "padded"
         narrow = dtype in ("int32", "int16", "int8", "uint8", "uint16")
         return layout, ("int32" if narrow else "int64")
 
     @staticmethod
     def _padded_targets(targets, target_lengths: np.ndarray, N: int) -> np.ndarray:
-        targets, dtype = _to_numpy(targets, "targets")
+        targets, dtype = to_numpy(targets, "targets")
         _expect(targets.dtype.kind in "iu", "targets", "an integer dtype", dtype)
         if targets.ndim == 1:  # concatenated -> padded (N, L)
             total = int(target_lengths.sum())

@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from tqdm import tqdm
 
-from ctcbench.doctor.diagnose import (MAX_LOSS_SAMPLES, Inputs, _log_softmax, _losses, _usable, diagnose,
-                             prepare)
+from ctcbench.core.ctcmath import log_softmax, minimal_path
+from ctcbench.doctor.diagnose import diagnose
+from ctcbench.doctor.inputs import Inputs, prepare
+from ctcbench.doctor.losses import MAX_LOSS_SAMPLES, reference_losses, usable_samples
 
 
 @dataclass
@@ -87,11 +89,7 @@ def alignment_paths(inp: Inputs, samples: np.ndarray, blank: int) -> np.ndarray:
             at = [int((k + 0.5) * length / len(labels)) for k in range(len(labels))]
             paths[at, j] = labels
             continue
-        minimal = []
-        for k, label in enumerate(labels):
-            if k and label == labels[k - 1]:
-                minimal.append(blank)
-            minimal.append(label)
+        minimal = minimal_path(labels, blank=blank)
         # frame t shows element floor(t * len / length): every element gets a frame
         paths[:length, j] = [minimal[t * len(minimal) // length] for t in range(length)]
     return paths
@@ -127,7 +125,7 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
     by_code = {f.code: f for f in report.findings}
     other = by_code["blank-index"].evidence["model_blank"] if "blank-index" in by_code \
         else (C - 1 if inp.blank == 0 else 0)
-    used = _usable(inp) & (inp.target_lengths > 0)
+    used = usable_samples(inp) & (inp.target_lengths > 0)
     used &= np.cumsum(used) <= min(samples, MAX_LOSS_SAMPLES)  # the samples scored
     if not used.any():
         raise ValueError("targets: expected at least one non-empty target that fits its input "
@@ -152,7 +150,7 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
          "passed as log_probs without log_softmax",
          lambda p: np.log(p) - np.log(p).mean(-1, keepdims=True), b),
         ("double softmax", "softmax output passed as logits (log_softmax applied on top)",
-         _log_softmax, b),
+         log_softmax, b),
     ]
     scenarios = []
     sub = _subset(inp, used)
@@ -163,7 +161,7 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
         scenarios.append(Scenario(name, desc, lb, lp, not lp < lb,
                                   yours == name or (yours is None and name == "correct")))
     # The model's blank at the other end: predictions built with blank `other`, loss with `b`.
-    fits = used & _usable(inp, blanks=(other,))
+    fits = used & usable_samples(inp, blanks=(other,))
     if fits.any():
         sub2 = _subset(inp, fits)
         p2 = np.log(_confident(alignment_paths(inp, fits, other), C, confidence))
@@ -185,4 +183,4 @@ def _subset(inp: Inputs, samples: np.ndarray) -> Inputs:
 
 
 def _mean_loss(values: np.ndarray, inp: Inputs, blank: int) -> float:
-    return float(np.mean(_losses(values, inp, blank, np.ones(inp.shape[1], dtype=bool))))
+    return float(np.mean(reference_losses(values, inp, blank, np.ones(inp.shape[1], dtype=bool))))

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ctcbench.doctor.diagnose import normalise, prepare
+from ctcbench.core.ctcmath import emission_frames
+from ctcbench.doctor.inputs import prepare
+from ctcbench.doctor.normalise import normalise
 
 
 def plot_frames(path, log_probs=None, *, logits=None, probs=None, targets, input_lengths,
@@ -35,8 +37,7 @@ def plot_frames(path, log_probs=None, *, logits=None, probs=None, targets, input
         twin.set_ylim(0, 1.05)
         twin.set_ylabel("p(blank)", color="tab:blue")
         best = probs_n.argmax(0)
-        emit = [t for t in range(length)
-                if best[t] != inp.blank and (t == 0 or best[t] != best[t - 1])]
+        emit = emission_frames(best, blank=inp.blank)  # frames where greedy decoding emits
         ax.scatter(emit, best[emit], marker="v", color="tab:red", s=18, zorder=3,
                    label="greedy emits")
         y = inp.targets[n, : min(inp.target_lengths[n], L)].tolist()

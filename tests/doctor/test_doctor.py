@@ -9,7 +9,8 @@ import pytest
 
 import ctcbench
 from ctcbench import CTCProblem
-from ctcbench.doctor.diagnose import REDUCTION_RATIO, diagnose
+from ctcbench.doctor.diagnose import diagnose
+from ctcbench.doctor.input_checks import REDUCTION_RATIO
 from ctcbench.core.ctcmath import log_softmax
 from ctcbench.core.oracles import uniform_loss
 

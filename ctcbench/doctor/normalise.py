@@ -1,0 +1,123 @@
+"""Which log-probabilities the model meant: log_probs, logits or probs as given, checked for
+normalisation, with the findings for probabilities, raw scores and non-finite frames."""
+from __future__ import annotations
+
+import numpy as np
+
+from ctcbench.core.ctcmath import log_softmax, logsumexp
+from ctcbench.doctor.findings import Finding, rounded
+from ctcbench.doctor.inputs import Inputs
+from ctcbench.doctor.losses import reference_losses, usable_samples
+
+NORM_TOL = {"float16": 2e-2, "bfloat16": 2e-2}  # |logsumexp(frame)| allowed; else 1e-3
+
+
+def _looks_like_probs(rows: np.ndarray, tol: float) -> bool:
+    """rows ``(F, C)``: every value in [0, 1] and every row sums to 1."""
+    return bool(len(rows)) and bool(((rows >= -tol) & (rows <= 1 + tol)).all()) and \
+        bool((np.abs(rows.sum(axis=-1) - 1) < tol * max(1, rows.shape[-1] ** 0.5)).all())
+
+
+def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
+    """``(T, N, C)`` log-probabilities the model most likely meant, plus normalisation findings.
+
+    Padded frames and non-finite frames are set to a uniform distribution (never read).
+    """
+    T, N, C, _ = inp.shape
+    valid = inp.frame_mask  # (T, N)
+    x = inp.x
+    # NaN or +inf anywhere, or -inf everywhere (a -inf is a legal "never"; a row of them is not)
+    bad_frame = valid & (~(np.isfinite(x) | (x == -np.inf)).all(axis=-1)
+                         | (x == -np.inf).all(axis=-1))
+    ok = valid & ~bad_frame
+    rows = x[ok]  # (F, C)
+    tol = NORM_TOL.get(inp.dtype, 1e-3)
+    findings = []
+    uniform = np.full(C, -np.log(C))
+    if inp.kind == "probs":
+        if _looks_like_probs(rows, tol):
+            with np.errstate(divide="ignore"):
+                lp = np.log(np.clip(x, 0, None))
+        else:
+            lp = log_softmax(x)
+            lse = logsumexp(rows)
+            looks_log = bool((np.abs(lse) < tol).all())
+            what = "log-probabilities" if looks_log else "raw scores (logits)"
+            findings.append(Finding(
+                "not-normalized", "error",
+                f"probs is not a probability distribution per frame: rows sum to "
+                f"{rows.sum(-1).min():.4g}..{rows.sum(-1).max():.4g} with values in "
+                f"[{rows.min():.4g}, {rows.max():.4g}]; they look like {what}.",
+                {"row_sum_min": rounded(rows.sum(-1).min()), "row_sum_max": rounded(rows.sum(-1).max()),
+                 "value_min": rounded(rows.min()), "value_max": rounded(rows.max())},
+                f"pass them as {'log_probs' if what.startswith('log') else 'logits'} instead, "
+                "or apply softmax(-1) first."))
+    elif inp.kind == "logits":
+        lp = log_softmax(x)
+        if _looks_like_probs(rows, tol) and C > 1:
+            findings.append(_probs_finding(inp, rows, as_logits=True))
+    else:  # log_probs
+        lse = logsumexp(rows)  # (F,)
+        if len(rows) and np.abs(lse).max() >= tol:
+            if _looks_like_probs(rows, tol) and C > 1:
+                findings.append(_probs_finding(inp, rows, as_logits=False))
+                with np.errstate(divide="ignore"):
+                    lp = np.log(np.clip(x, 0, None))
+            else:
+                lp = log_softmax(x)
+                findings.append(_not_normalized_finding(inp, rows, lse, lp))
+        else:
+            lp = x
+    lp = np.where(ok[..., None], lp, uniform)
+    if bad_frame.any():
+        t, n = np.argwhere(bad_frame)[0]
+        samples = sorted(set(np.argwhere(bad_frame)[:, 1].tolist()))
+        findings.append(Finding(
+            "non-finite", "error",
+            f"{int(bad_frame.sum())} valid frame(s) in {len(samples)} sample(s) hold NaN, +inf or "
+            "only -inf "
+            f"(first at t={t}, n={n}); the loss and its gradient will be NaN.",
+            {"frames": int(bad_frame.sum()), "samples": samples},
+            "find where the model produces them (overflowing activations, log(0) on "
+            "probabilities, a division by a zero length); frames past input_lengths may hold "
+            "anything."))
+    return lp, findings
+
+
+def _probs_finding(inp: Inputs, rows, *, as_logits: bool) -> Finding:
+    evidence = {"value_min": rounded(rows.min()), "value_max": rounded(rows.max()),
+                "row_sum_min": rounded(rows.sum(-1).min()), "row_sum_max": rounded(rows.sum(-1).max())}
+    if as_logits:
+        return Finding(
+            "probabilities-not-log", "error",
+            "logits are already probabilities (every frame in [0, 1], summing to 1): softmax "
+            "would be applied twice, which squashes every frame towards uniform and stalls "
+            "training.", evidence,
+            "drop the model's final softmax (output raw scores), or pass log() of them as "
+            "log_probs.")
+    return Finding(
+        "probabilities-not-log", "error",
+        "log_probs holds probabilities (every frame in [0, 1], summing to 1): softmax output was "
+        "passed where log_softmax output is expected, so the loss scores exp(p) and can go "
+        "negative.", evidence,
+        "use log_softmax(-1) instead of softmax(-1) (or take .log() of the probabilities).")
+
+
+def _not_normalized_finding(inp: Inputs, rows, lse, lp) -> Finding:
+    evidence = {"row_sum_min": rounded(np.exp(lse.min())), "row_sum_max": rounded(np.exp(lse.max())),
+                "logsumexp_max_abs": rounded(np.abs(lse).max())}
+    usable = usable_samples(inp)
+    if usable.any():
+        raw = np.where(inp.frame_mask[..., None], inp.x, 0.0)
+        raw = np.where(np.isfinite(raw), raw, 0.0)
+        loss_raw = reference_losses(raw, inp, inp.blank, usable)
+        loss_norm = reference_losses(lp, inp, inp.blank, usable)
+        evidence["mean_loss_as_given"] = rounded(np.mean(loss_raw))
+        evidence["mean_loss_after_log_softmax"] = rounded(np.mean(loss_norm))
+        evidence["negative_losses"] = int((loss_raw < 0).sum())
+    return Finding(
+        "not-normalized", "error",
+        "rows of exp(log_probs) do not sum to 1 (raw scores passed as log-probabilities): the "
+        "loss is not a negative log-likelihood, can go negative, and the gradient torch "
+        "returns is not the gradient of the printed loss.", evidence,
+        "apply log_softmax(-1) to the model output before the loss (or pass them as logits).")
