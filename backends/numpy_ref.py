@@ -8,7 +8,7 @@ import numpy as np
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reference import (ForwardBackward, extended_labels, forward_backward_probs, gather_states,
                                      scatter_states)
-from ctcbench.registry import grad_weights_array
+from ctcbench.protocol import grad_weights_array
 
 
 class NumpyBackend:

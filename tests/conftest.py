@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import ctcbench
 from ctcbench import CTCProblem
 
 
@@ -36,6 +37,21 @@ def random_problem(rng: np.random.Generator, *, T: int, N: int, C: int, L: int, 
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def register_backends():
+    """``add(name, factory)`` registers a backend for one test through the public API;
+    every name it added is unregistered afterwards."""
+    added = []
+
+    def add(name: str, factory) -> None:
+        ctcbench.register_backend(name, factory)
+        added.append(name)
+    yield add
+    for name in reversed(added):
+        if name in ctcbench.registry.backend_names():
+            ctcbench.unregister_backend(name)
 
 
 def spike_paths(problem: CTCProblem) -> np.ndarray:

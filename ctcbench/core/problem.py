@@ -16,6 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctcbench.core.arrays import to_numpy
+
+# doctor.diagnose still imports the old private name; it goes once doctor imports core.arrays
+_to_numpy = to_numpy
+
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -24,23 +29,8 @@ def _expect(ok: bool, name: str, expected: str, got) -> None:
         raise ValueError(f"{name}: expected {expected}, got {got}")
 
 
-def _to_numpy(x, name: str) -> tuple[np.ndarray, str]:
-    """Any array-like (NumPy, torch tensor, list) -> (NumPy array, dtype name)."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch tensor, without importing torch
-        dtype = str(x.dtype).removeprefix("torch.")
-        x = x.detach().cpu()
-        if dtype == "bfloat16":  # NumPy has no bfloat16; float32 holds its values exactly
-            x = x.float()
-        return x.numpy(), dtype
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:  # ragged lists and the like
-        raise ValueError(f"{name}: expected an array, got {type(x).__name__} ({exc})") from None
-    return arr, arr.dtype.name
-
-
 def _int_vector(x, name: str, n: int | None) -> np.ndarray:
-    arr, dtype = _to_numpy(x, name)
+    arr, dtype = to_numpy(x, name)
     _expect(arr.ndim == 1, name, "a 1-D integer array", f"shape {arr.shape}")
     _expect(arr.dtype.kind in "iu", name, "an integer dtype", dtype)
     if n is not None:
@@ -71,7 +61,7 @@ class CTCProblem:
     """
 
     def __init__(self, logits, targets, input_lengths, target_lengths, *, blank: int = 0):
-        logits, dtype = _to_numpy(logits, "logits")
+        logits, dtype = to_numpy(logits, "logits")
         _expect(logits.ndim == 3, "logits", "a 3-D array (T, N, C)", f"shape {logits.shape}")
         _expect(dtype in FLOAT_DTYPES, "logits", f"a float dtype ({', '.join(FLOAT_DTYPES)})", dtype)
         T, N, C = logits.shape
@@ -116,14 +106,14 @@ class CTCProblem:
     @staticmethod
     def _target_form(targets) -> tuple[str, str]:
         """(layout, index dtype) of the targets as the caller gave them."""
-        arr, dtype = _to_numpy(targets, "targets")
+        arr, dtype = to_numpy(targets, "targets")
         layout = "concatenated" if arr.ndim == 1 else "padded"
         narrow = dtype in ("int32", "int16", "int8", "uint8", "uint16")
         return layout, ("int32" if narrow else "int64")
 
     @staticmethod
     def _padded_targets(targets, target_lengths: np.ndarray, N: int) -> np.ndarray:
-        targets, dtype = _to_numpy(targets, "targets")
+        targets, dtype = to_numpy(targets, "targets")
         _expect(targets.dtype.kind in "iu", "targets", "an integer dtype", dtype)
         if targets.ndim == 1:  # concatenated -> padded (N, L)
             total = int(target_lengths.sum())
