@@ -124,50 +124,52 @@ def run_takes(backend, keyword: str) -> bool:
     return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def _strings(value, expected: str) -> tuple[str, ...]:
+# Each check returns the trait's normalised value or raises TypeError; BackendTraits.of turns
+# that into one ValueError naming the class, the attribute and what was expected.
+def _strings(value) -> tuple[str, ...]:
     if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-        raise TypeError(expected)
+        raise TypeError
     return tuple(value)
 
 
 def _dtypes(value):
     if value is None:
         return None
-    names = _strings(value, "dtypes")
+    names = _strings(value)
     if not names or not set(names) <= set(FLOAT_DTYPES):
-        raise TypeError("dtypes")
+        raise TypeError
     return names
 
 
 def _seconds(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
             or math.isinf(value):
-        raise TypeError("seconds")
+        raise TypeError
     return float(value)
 
 
 def _issues(value) -> Mapping[str, str]:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
                                                  for k, v in value.items()):
-        raise TypeError("known_issues")
+        raise TypeError
     return MappingProxyType(dict(value))
 
 
 def _flag(value) -> bool:
     if not isinstance(value, bool):
-        raise TypeError("flag")
+        raise TypeError
     return value
 
 
 def _callable_or_none(value):
     if value is not None and not callable(value):
-        raise TypeError("prepare")
+        raise TypeError
     return value
 
 
 def _string(value) -> str:
     if not isinstance(value, str) or not value:
-        raise TypeError("device")
+        raise TypeError
     return value
 
 
@@ -177,7 +179,7 @@ _CHECKS: dict[str, tuple[str, Callable]] = {
     "dtypes": (f"None or a non-empty tuple of names from {', '.join(FLOAT_DTYPES)}", _dtypes),
     "device": ("a device name such as 'cpu' or 'cuda'", _string),
     "known_issues": ("a mapping of 'case/dtype' glob to a reason (str -> str)", _issues),
-    "packages": ("a tuple of import names", lambda v: _strings(v, "packages")),
+    "packages": ("a tuple of import names", _strings),
     "timeout_s": ("a positive finite number of seconds", _seconds),
     "startup_timeout_s": ("a positive finite number of seconds", _seconds),
     "prepare": ("None or a method taking no arguments", _callable_or_none),

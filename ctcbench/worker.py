@@ -44,9 +44,7 @@ import traceback
 
 import numpy as np
 
-from ctcbench.protocol import (  # noqa: F401  (the timeouts are re-exported)
-    DEFAULT_STARTUP_TIMEOUT_S,
-    DEFAULT_TIMEOUT_S,
+from ctcbench.protocol import (
     BackendCrashed,
     BackendResult,
     BackendTimeout,
