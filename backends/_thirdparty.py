@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.registry import BackendUnavailable, UnsupportedProblem
+from ctcbench.protocol import BackendUnavailable, UnsupportedProblem
 from ctcbench.worker import THREADS_ENV
 
 

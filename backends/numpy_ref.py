@@ -8,7 +8,7 @@ import numpy as np
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.extended import extended_labels, gather_states, scatter_states
 from ctcbench.core.reference import ForwardBackward, forward_backward_probs
-from ctcbench.registry import grad_weights_array
+from ctcbench.protocol import grad_weights_array
 
 
 class NumpyBackend:

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.registry import BackendResult
+from ctcbench.protocol import BackendResult
 
 from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads
 

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.registry import BackendResult, UnsupportedProblem
+from ctcbench.protocol import BackendResult, UnsupportedProblem
 
 from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads
 

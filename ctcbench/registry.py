@@ -1,91 +1,39 @@
 """Backend registry: one name -> factory table for built-ins and plugins alike.
 
-A backend is any object with ``run(problem) -> result`` where ``result`` has
-  loss:        ``(N,)`` per-sequence loss (``+inf`` where the target is infeasible);
-  grad_logits: ``(T, N, C)`` gradient of the sum of the finite losses w.r.t. the logits,
-               zero on padded frames and for infeasible samples.
-A backend may also accept ``run(problem, *, grad_weights=w)``, ``w (N,)`` the upstream
-gradient of each loss (e.g. a reduction's weights); it then returns the gradient of
-``sum(w * loss)``. Drivers test this only where ``run`` declares the keyword; ``w`` is
-checked by :func:`grad_weights_array` before a backend sees it.
+What a backend is (``run`` and its optional traits) is stated in :mod:`ctcbench.protocol`.
 Constructing a backend must be cheap and must raise :class:`BackendUnavailable` when it
 cannot run here (package missing, no GPU). Third parties register a class or zero-argument
-factory under the entry-point group ``ctcbench.backends``; the entry point's name is the
-backend's name. Nothing is imported until a backend is asked for.
+factory under the entry-point group ``ctcbench.backends`` (the entry point's name is the
+backend's name) or at run time with :func:`register_backend`. Nothing is imported until a
+backend is asked for.
 
 A backend with ``isolated = True`` (the third-party frameworks) runs in a worker process,
 see ``ctcbench.worker``; a crash or hang there raises :class:`BackendCrashed` or
-:class:`BackendTimeout` for that problem only. ``known_issues`` (``{"case/dtype" glob: why}``)
-lists upstream bugs that ``compare`` records as ``known`` rather than failing.
+:class:`BackendTimeout` for that problem only.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-import numpy as np
+from ctcbench.protocol import (  # noqa: F401  (re-exported where they used to live)
+    BackendCrashed,
+    BackendFailure,
+    BackendResult,
+    BackendTimeout,
+    BackendTraits,
+    BackendUnavailable,
+    UnsupportedProblem,
+    as_result,
+    grad_weights_array,
+)
 
 ENTRY_POINT_GROUP = "ctcbench.backends"
 
-
-class BackendUnavailable(RuntimeError):
-    """The backend cannot run here; ``reason`` says why and ``hint`` how to fix it."""
-
-    def __init__(self, reason: str, hint: str | None = None):
-        super().__init__(reason if hint is None else f"{reason} ({hint})")
-        self.reason = reason
-        self.hint = hint
-
-
-class UnsupportedProblem(ValueError):
-    """The backend runs here but cannot take this problem (a dtype, a layout, a size)."""
-
-
-class BackendFailure(RuntimeError):
-    """An isolated backend's worker process died or hung on one problem.
-
-    ``status`` is the word a driver records for the case (``"crashed"`` or ``"timeout"``);
-    the worker has been restarted when this is raised, so the run can go on.
-    """
-
-    status = "failed"
-
-
-class BackendCrashed(BackendFailure):
-    """The worker process died: ``signal`` (e.g. ``"SIGSEGV"``) or ``exitcode`` says how."""
-
-    status = "crashed"
-
-    def __init__(self, message: str, *, signal: str | None = None, exitcode: int | None = None):
-        super().__init__(message)
-        self.signal = signal
-        self.exitcode = exitcode
-
-
-class BackendTimeout(BackendFailure):
-    """The worker did not answer within ``timeout_s`` seconds and was killed."""
-
-    status = "timeout"
-
-    def __init__(self, message: str, *, timeout_s: float):
-        super().__init__(message)
-        self.timeout_s = timeout_s
-
-
-@dataclass
-class BackendResult:
-    """What a backend returns, normalised: float64 NumPy arrays plus what was really done."""
-
-    loss: np.ndarray  # (N,) float64
-    grad_logits: np.ndarray  # (T, N, C) float64
-    compute_dtype: str | None = None  # the dtype the backend really computed in
-    notes: list[str] = field(default_factory=list)
-    raw: object = field(default=None, repr=False)  # what the backend returned, with any extras
-
-
 # name -> "module:attribute" (a class or zero-argument factory). Built-ins go through the same
-# path as plugins; entry points are merged in by _table().
+# path as plugins; entry points are merged in by _base_table().
 BUILTIN_BACKENDS: dict[str, str] = {
     "numpy": "ctcbench.backends.numpy_ref:NumpyBackend",
     "torch": "ctcbench.backends.torch_native:TorchBackend",
@@ -98,25 +46,67 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "warpctc": "ctcbench.backends.paddle_warpctc:WarpctcBackend",
 }
 
-_registered: dict[str, object] = {}  # name -> factory or "module:attr", set by register()
+_added: dict[str, object] = {}  # name -> factory or "module:attr", set by register_backend()
+_hidden: set[str] = set()  # built-in or entry-point names taken away by unregister_backend()
 
 
-def register(name: str, factory, *, overwrite: bool = False) -> None:
-    """Register a backend factory (or ``"module:attr"`` path) under ``name`` at run time."""
-    if not overwrite and name in _table():
-        raise ValueError(f"name: backend {name!r} is already registered")
-    _registered[name] = factory
-
-
-def _table() -> dict[str, object]:
+def _base_table() -> dict[str, object]:
+    """Built-ins, then entry points (a built-in name wins)."""
     table: dict[str, object] = dict(BUILTIN_BACKENDS)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         table.setdefault(ep.name, ep)
-    table.update(_registered)
     return table
 
 
-def _load_factory(target):
+def _table() -> dict[str, object]:
+    table = {name: target for name, target in _base_table().items() if name not in _hidden}
+    table.update(_added)
+    return table
+
+
+def _unknown(name: str, table: dict) -> KeyError:
+    return KeyError(f"unknown backend {name!r}; known backends: {', '.join(sorted(table))}")
+
+
+def register_backend(name: str, factory, *, replace: bool = False) -> None:
+    """Register ``factory`` (a class, a zero-argument function, or a ``"module:attr"`` path)
+    as the backend ``name``; a name already known is a ValueError unless ``replace``.
+
+    To run isolated, the factory must be importable in a worker process: a module-level
+    class or function, or a ``"module:attr"`` string.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected a non-empty string, got {name!r}")
+    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
+        raise ValueError(f"factory: expected a class, a zero-argument function or a "
+                         f"'module:attr' string, got {factory!r}")
+    if not replace and name in _table():
+        raise ValueError(f"name: backend {name!r} is already registered "
+                         f"(pass replace=True to replace it)")
+    _added[name] = factory
+
+
+def unregister_backend(name: str) -> None:
+    """Remove the backend ``name``: one added by :func:`register_backend` is forgotten, a
+    built-in or entry-point one is hidden until a backend is registered under its name
+    again. An unknown name is a KeyError naming it and the known ones."""
+    table = _table()
+    if name not in table:
+        raise _unknown(name, table)
+    _added.pop(name, None)
+    if name in _base_table():
+        _hidden.add(name)
+
+
+def register(name: str, factory, *, overwrite: bool = False) -> None:
+    """Deprecated alias of :func:`register_backend` (``overwrite`` is now ``replace``)."""
+    warnings.warn("ctcbench.register is deprecated; use ctcbench.register_backend",
+                  DeprecationWarning, stacklevel=2)
+    register_backend(name, factory, replace=overwrite)
+
+
+def load_factory(target):
+    """The class or factory a table entry (``"module:attr"``, entry point, callable) names."""
     if isinstance(target, str):
         module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module), attr)
@@ -129,25 +119,27 @@ def backend_names() -> list[str]:
     return sorted(_table())
 
 
-def get_backend(name: str, *, isolated: bool | None = None):
+def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
     """Instantiate the backend called ``name``; raise ``BackendUnavailable`` if it cannot run.
 
     ``isolated``: run it in a worker process (``ctcbench.worker``). ``None`` follows the
-    backend's own ``isolated`` attribute (third-party frameworks set it); ``False`` forces
+    backend's own ``isolated`` trait (third-party frameworks set it); ``False`` forces
     the in-process path, ``True`` isolates any backend.
     """
     table = _table()
     if name not in table:
-        raise KeyError(f"unknown backend {name!r}; known backends: {', '.join(sorted(table))}")
+        raise _unknown(name, table)
     try:
-        factory = _load_factory(table[name])
+        factory = load_factory(table[name])
     except ImportError as exc:
         raise BackendUnavailable(f"cannot import backend {name!r}: {exc}") from None
     impl = factory()
-    if isolated if isolated is not None else getattr(impl, "isolated", False):
+    traits = BackendTraits.of(impl)
+    worker = None
+    if isolated if isolated is not None else traits.isolated:
         from ctcbench.worker import IsolatedBackend
-        impl = IsolatedBackend(name, _spec(table[name], factory), impl)
-    return Backend(name, impl)
+        worker = IsolatedBackend(name, _spec(table[name], factory), traits)
+    return LoadedBackend(name, impl, traits, worker)
 
 
 def _spec(target, factory) -> str:
@@ -163,24 +155,49 @@ def _spec(target, factory) -> str:
     return f"{module}:{qualname}"
 
 
-class Backend:
-    """A backend instance whose ``run`` always returns a checked float64 ``BackendResult``."""
+class LoadedBackend:
+    """A registered backend, built: its ``name``, the adapter object ``impl`` as its factory
+    made it in this process, its ``traits`` (:class:`BackendTraits`), and ``worker``, the
+    :class:`~ctcbench.worker.IsolatedBackend` that runs it in a worker process (``None`` when
+    it runs here). ``run`` always returns a checked float64 :class:`BackendResult`.
+    """
 
-    def __init__(self, name: str, impl):
+    def __init__(self, name: str, impl, traits: BackendTraits, worker=None):
         self.name = name
         self.impl = impl
+        self.traits = traits
+        self.worker = worker
 
-    def run(self, problem, **kwargs) -> "BackendResult":
-        """``kwargs`` go to the implementation (e.g. ``grad_weights`` where it takes them)."""
-        if kwargs.get("grad_weights") is not None:
-            kwargs["grad_weights"] = grad_weights_array(kwargs["grad_weights"], problem.shape[1])
-        return as_result(self.impl.run(problem, **kwargs), problem)
+    @property
+    def isolated(self) -> bool:
+        """Whether ``run`` goes to a worker process (``get_backend(isolated=...)`` may have
+        overridden ``traits.isolated``)."""
+        return self.worker is not None
 
-    def __getattr__(self, attr):  # anything else a backend offers (e.g. posteriors)
-        return getattr(self.impl, attr)
+    @property
+    def worker_pid(self) -> int | None:
+        """The live worker's process id; ``None`` in-process or while no worker runs."""
+        return self.worker.worker_pid if self.worker is not None else None
+
+    def run(self, problem, *, grad_weights=None) -> BackendResult:
+        """``grad_weights (N,)``: the upstream gradient of each loss, checked here; a backend
+        whose ``run`` takes no ``grad_weights`` raises UnsupportedProblem for it."""
+        runner = self.worker if self.worker is not None else self.impl
+        if grad_weights is None:
+            return as_result(runner.run(problem), problem)
+        weights = grad_weights_array(grad_weights, problem.shape[1])
+        if not self.traits.takes_grad_weights:
+            raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
+        return as_result(runner.run(problem, grad_weights=weights), problem)
+
+    def close(self) -> None:
+        """Stop the worker process, if any (a later ``run`` starts a new one)."""
+        if self.worker is not None:
+            self.worker.close()
 
     def __repr__(self) -> str:
-        return f"<Backend {self.name!r}: {type(self.impl).__name__}>"
+        where = ", isolated" if self.isolated else ""
+        return f"<LoadedBackend {self.name!r}: {type(self.impl).__name__}{where}>"
 
 
 @dataclass
@@ -196,7 +213,7 @@ def list_backends() -> list[BackendInfo]:
     """Every known backend, whether it can run here and, if not, why and how to fix it."""
     infos = []
     for name in backend_names():
-        source = "builtin" if name in BUILTIN_BACKENDS and name not in _registered else "plugin"
+        source = "builtin" if name in BUILTIN_BACKENDS and name not in _added else "plugin"
         try:
             get_backend(name)
         except BackendUnavailable as exc:
@@ -207,42 +224,3 @@ def list_backends() -> list[BackendInfo]:
         else:
             infos.append(BackendInfo(name, True, source=source))
     return infos
-
-
-def as_result(raw, problem) -> BackendResult:
-    """Check a backend's raw return value against the contract and normalise it."""
-    T, N, C, _ = problem.shape
-    for attr in ("loss", "grad_logits"):
-        if not hasattr(raw, attr):
-            raise TypeError(f"backend result: expected an object with .loss and .grad_logits, "
-                            f"got {type(raw).__name__} without .{attr}")
-    loss = np.asarray(_numpy(raw.loss), dtype=np.float64).reshape(-1)
-    grad = np.asarray(_numpy(raw.grad_logits), dtype=np.float64)
-    if loss.shape != (N,):
-        raise ValueError(f"backend result loss: expected shape ({N},), got {loss.shape}")
-    if grad.shape != (T, N, C):
-        raise ValueError(f"backend result grad_logits: expected shape {(T, N, C)}, got {grad.shape}")
-    return BackendResult(loss, grad, getattr(raw, "compute_dtype", None),
-                         list(getattr(raw, "notes", []) or []), raw=raw)
-
-
-def grad_weights_array(grad_weights, n: int) -> np.ndarray:
-    """``grad_weights`` as the contract wants it: ``(N,)`` float64, one upstream gradient per
-    loss; anything else is a ValueError saying what was expected."""
-    expected = (f"grad_weights: expected shape ({n},) real numbers (one upstream gradient "
-                "per sample)")
-    try:
-        w = np.asarray(_numpy(grad_weights))
-    except (TypeError, ValueError) as exc:  # ragged lists and the like
-        raise ValueError(f"{expected}, got {type(grad_weights).__name__} ({exc})") from None
-    if w.shape != (n,) or w.dtype.kind not in "iuf":
-        raise ValueError(f"{expected}, got shape {w.shape} of {w.dtype.name}")
-    return w.astype(np.float64)
-
-
-def _numpy(x):
-    if hasattr(x, "detach"):
-        x = x.detach().cpu()
-        return x.float().numpy() if str(x.dtype) == "torch.bfloat16" else x.numpy()
-    return x
-

@@ -8,14 +8,14 @@ once); a worker that dies or hangs is recorded for that case and restarted on th
 
 Opting in: a backend class sets ``isolated = True`` (optionally ``timeout_s`` per problem
 and ``startup_timeout_s``, and a ``prepare()`` method the worker calls once at start, e.g. to
-import the framework). ``get_backend(name, isolated=True)`` isolates any backend, and
+import the framework; see :class:`~ctcbench.protocol.BackendTraits`). ``get_backend(name, isolated=True)`` isolates any backend, and
 ``isolated=False`` runs an isolated one in-process. The backend's constructor runs in both
 processes, so it must stay cheap (check availability, import nothing heavy).
 
 Failures, raised by ``run`` after the worker has been cleaned up:
-  * :class:`~ctcbench.registry.BackendCrashed` (``status = "crashed"``): the process died;
+  * :class:`~ctcbench.protocol.BackendCrashed` (``status = "crashed"``): the process died;
     ``.signal`` is e.g. ``"SIGSEGV"`` or ``"SIGABRT"``, else ``.exitcode``;
-  * :class:`~ctcbench.registry.BackendTimeout` (``status = "timeout"``): no answer within
+  * :class:`~ctcbench.protocol.BackendTimeout` (``status = "timeout"``): no answer within
     ``timeout_s``; the process was killed.
 Exceptions the backend raises in the worker come back as themselves
 (``UnsupportedProblem``, ``BackendUnavailable``, ``ValueError``, ``TypeError``) or as
@@ -44,16 +44,15 @@ import traceback
 
 import numpy as np
 
-from ctcbench.registry import (
+from ctcbench.protocol import (
     BackendCrashed,
     BackendResult,
     BackendTimeout,
+    BackendTraits,
     BackendUnavailable,
     UnsupportedProblem,
 )
 
-DEFAULT_TIMEOUT_S = 120.0  # per problem; the first problem of a shape may include a JIT compile
-DEFAULT_STARTUP_TIMEOUT_S = 300.0  # spawn + framework import
 THREADS_ENV = "CTCBENCH_THREADS"  # when set, workers and adapters use this many threads
 
 
@@ -110,8 +109,7 @@ def _raise_remote(header: dict, name: str):
 # -- the worker process -----------------------------------------------------------------------
 def _problem_arrays(problem, grad_weights) -> tuple[dict, dict]:
     header = {"op": "run", "blank": problem.blank, "dtype": problem.dtype,
-              "target_layout": getattr(problem, "target_layout", "padded"),
-              "index_dtype": getattr(problem, "index_dtype", "int64")}
+              "target_layout": problem.target_layout, "index_dtype": problem.index_dtype}
     arrays = {"logits": problem.logits, "targets": problem.targets,
               "input_lengths": problem.input_lengths, "target_lengths": problem.target_lengths}
     if grad_weights is not None:
@@ -123,7 +121,8 @@ def _serve(spec: str, name: str) -> int:
     import faulthandler
 
     from ctcbench.core.problem import CTCProblem
-    from ctcbench.registry import _load_factory, as_result
+    from ctcbench.protocol import as_result
+    from ctcbench.registry import load_factory
 
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # stray prints from frameworks go to stderr, not into the protocol
@@ -134,9 +133,10 @@ def _serve(spec: str, name: str) -> int:
         proto_out.write(_pack(header, arrays))
 
     try:
-        impl = _load_factory(spec)()
-        if hasattr(impl, "prepare"):
-            impl.prepare()
+        impl = load_factory(spec)()
+        prepare = BackendTraits.of(impl).prepare
+        if prepare is not None:
+            prepare()
     except Exception as exc:
         send(_error_header(exc))
         return 1
@@ -281,15 +281,6 @@ class _Worker:
         self.log.close()
 
 
-def _takes_grad_weights(impl) -> bool:
-    import inspect
-    try:
-        params = inspect.signature(impl.run).parameters
-    except (AttributeError, TypeError, ValueError):
-        return False
-    return "grad_weights" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
 _workers: dict[tuple[str, str], _Worker] = {}  # (spec, name) -> the live worker
 
 
@@ -306,17 +297,16 @@ atexit.register(shutdown_workers)
 class IsolatedBackend:
     """Runs ``spec`` (``"module:attr"``) in a long-lived worker; same ``run`` as any backend.
 
-    Workers are shared per (spec, name), so asking for the backend again reuses the live
-    worker instead of paying the framework import again.
+    ``traits`` (:class:`~ctcbench.protocol.BackendTraits`, default: every default) give the
+    timeouts and whether ``run`` takes ``grad_weights``. Workers are shared per (spec, name),
+    so asking for the backend again reuses the live worker instead of paying the framework
+    import again.
     """
 
-    def __init__(self, name: str, spec: str, impl=None):
+    def __init__(self, name: str, spec: str, traits: BackendTraits | None = None):
         self.name = name
         self.spec = spec
-        self.impl = impl
-        self.timeout_s = float(getattr(impl, "timeout_s", DEFAULT_TIMEOUT_S))
-        self.startup_timeout_s = float(getattr(impl, "startup_timeout_s",
-                                               DEFAULT_STARTUP_TIMEOUT_S))
+        self.traits = traits if traits is not None else BackendTraits()
 
     @property
     def worker_pid(self) -> int | None:
@@ -328,12 +318,12 @@ class IsolatedBackend:
         worker = _workers.get(key)
         if worker is None or not worker.alive():
             _workers.pop(key, None)
-            worker = _workers[key] = _Worker(self.spec, self.name, self.startup_timeout_s)
+            worker = _workers[key] = _Worker(self.spec, self.name, self.traits.startup_timeout_s)
         return worker
 
     def run(self, problem, *, grad_weights=None) -> BackendResult:
         """Run in the worker; ``grad_weights (N,)`` is passed on where the backend takes it."""
-        if grad_weights is not None and not _takes_grad_weights(self.impl):
+        if grad_weights is not None and not self.traits.takes_grad_weights:
             raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
         key = (self.spec, self.name)
         try:
@@ -344,7 +334,7 @@ class IsolatedBackend:
         header, arrays = _problem_arrays(problem, grad_weights)
         try:
             worker.send(_pack(header, arrays))
-            reply, out = worker.receive(self.timeout_s)
+            reply, out = worker.receive(self.traits.timeout_s)
         except _Died:
             _workers.pop(key, None)
             raise worker.crashed() from None
@@ -360,12 +350,6 @@ class IsolatedBackend:
         worker = _workers.pop((self.spec, self.name), None)
         if worker is not None:
             worker.close()
-
-    def __getattr__(self, attr):  # dtypes, device and the like come from the backend itself
-        impl = self.__dict__.get("impl")
-        if impl is None:
-            raise AttributeError(attr)
-        return getattr(impl, attr)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import ctcbench
 from ctcbench import CTCProblem
 
 
@@ -36,6 +37,58 @@ def random_problem(rng: np.random.Generator, *, T: int, N: int, C: int, L: int, 
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+TOY_PLUGIN = '''
+import numpy as np
+from ctcbench import BackendUnavailable
+
+
+class UniformGuess:
+    """A toy plugin: returns T*log(C) per sample and a zero gradient."""
+
+    def run(self, problem):
+        T, N, C, _ = problem.shape
+
+        class Result:
+            loss = problem.input_lengths * np.log(C)
+            grad_logits = np.zeros((T, N, C))
+        return Result()
+
+
+class NeedsGpu:
+    def __init__(self):
+        raise BackendUnavailable("no accelerator here", "pip install toy-gpu")
+'''
+
+
+@pytest.fixture
+def installed_plugin(tmp_path, monkeypatch):
+    """A real distribution on sys.path declaring two entry points in group ctcbench.backends:
+    ``toy`` (runs, wrong on purpose) and ``toy-gpu`` (unavailable)."""
+    (tmp_path / "toy_ctc.py").write_text(TOY_PLUGIN)
+    dist = tmp_path / "toy_ctc-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-ctc\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[ctcbench.backends]\ntoy = toy_ctc:UniformGuess\ntoy-gpu = toy_ctc:NeedsGpu\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def register_backends():
+    """``add(name, factory)`` registers a backend for one test through the public API;
+    every name it added is unregistered afterwards."""
+    added = []
+
+    def add(name: str, factory) -> None:
+        ctcbench.register_backend(name, factory)
+        added.append(name)
+    yield add
+    for name in reversed(added):
+        if name in ctcbench.registry.backend_names():
+            ctcbench.unregister_backend(name)
 
 
 def spike_paths(problem: CTCProblem) -> np.ndarray:

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import ctcbench
-from ctcbench import registry
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -21,7 +20,7 @@ def test_plugin_example_is_a_correct_backend():
     """The plugin in the README registers, runs, and agrees with the reference, inf included."""
     namespace = {}
     exec(python_block_after("A complete plugin"), namespace)
-    ctcbench.register("readme-plugin", namespace["MyCTC"])
+    ctcbench.register_backend("readme-plugin", namespace["MyCTC"])
     try:
         logits = np.random.default_rng(0).normal(size=(6, 2, 4))
         problem = ctcbench.CTCProblem(logits, np.array([[1, 1, 2], [3, 3, 3]]), [6, 4], [3, 3])
@@ -31,7 +30,7 @@ def test_plugin_example_is_a_correct_backend():
         np.testing.assert_allclose(got.loss, ref.loss, rtol=1e-10)
         np.testing.assert_allclose(got.grad_logits, ref.grad_logits, atol=1e-10)
     finally:
-        registry._registered.pop("readme-plugin")
+        ctcbench.unregister_backend("readme-plugin")
 
 
 def test_plugin_example_passes_the_whole_case_library(tmp_path):
@@ -39,11 +38,11 @@ def test_plugin_example_passes_the_whole_case_library(tmp_path):
     from ctcbench.compare.run import compare
     namespace = {}
     exec(python_block_after("A complete plugin"), namespace)
-    ctcbench.register("readme-plugin", namespace["MyCTC"])
+    ctcbench.register_backend("readme-plugin", namespace["MyCTC"])
     try:
         rows = compare(["readme-plugin"], dtypes=["float64"], out=tmp_path, progress=False)
     finally:
-        registry._registered.pop("readme-plugin")
+        ctcbench.unregister_backend("readme-plugin")
     bad = rows[~rows.status.isin(["ok", "unsupported"])]
     assert bad.empty, bad[["case", "status", "reason"]].to_string()
     assert (rows.status == "ok").sum() >= 25

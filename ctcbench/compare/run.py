@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fnmatch
 import importlib.metadata
-import inspect
 import math
 import time
 import types
@@ -33,6 +32,7 @@ from ctcbench.caselib.builders import Variant, to_problem, variants
 from ctcbench.caselib.library import Case, load_cases, select_cases
 from ctcbench.caselib.expected import Answer, known_answer
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.protocol import run_takes
 from ctcbench.registry import (
     BackendFailure,
     BackendUnavailable,
@@ -111,14 +111,6 @@ def _worst(a: float, b: float) -> float:
     return a if math.isnan(a) else b if math.isnan(b) else max(a, b)
 
 
-def _takes(impl, keyword: str) -> bool:
-    try:
-        params = inspect.signature(impl.run).parameters
-    except (TypeError, ValueError):
-        return False
-    return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
 class _Checks:
     """Collects the worst error of each kind and a reason for each failed check."""
 
@@ -168,7 +160,7 @@ def check(backend, prep: Prepared, ref) -> dict:
     row = _check(backend, prep, ref)
     if row["status"] in FAILING:
         key = f"{row['case']}/{row['dtype']}"
-        for pattern, why in (getattr(backend.impl, "known_issues", None) or {}).items():
+        for pattern, why in backend.traits.known_issues.items():
             if fnmatch.fnmatchcase(key, pattern):
                 return {**row, "status": "known",
                         "reason": f"known {row['status']}: {why} | {row.get('reason') or ''}"}
@@ -178,14 +170,14 @@ def check(backend, prep: Prepared, ref) -> dict:
 def _check(backend, prep: Prepared, ref) -> dict:
     case, tol = prep.case, prep.case.tolerance(prep.dtype)
     row = {"backend": backend.name, "case": case.name, "family": case.family,
-           "dtype": prep.dtype, "device": getattr(backend.impl, "device", "cpu"),
+           "dtype": prep.dtype, "device": backend.traits.device,
            "oracle": prep.answers[0].source, "variants": len(prep.variants)}
-    dtypes = getattr(backend.impl, "dtypes", None)
+    dtypes = backend.traits.dtypes
     if dtypes is not None and prep.dtype not in dtypes:
         return {**row, "status": "unsupported",
                 "reason": f"{backend.name} computes in {'/'.join(dtypes)}, not {prep.dtype}"}
     needs = sorted({k for v in prep.variants for k in v.run_kwargs})
-    missing = [k for k in needs if not _takes(backend.impl, k)]
+    missing = [k for k in needs if not run_takes(backend.impl, k)]
     if missing:
         return {**row, "status": "unsupported",
                 "reason": f"run() takes no {', '.join(missing)} (upstream gradient)"}
@@ -244,7 +236,7 @@ def _check(backend, prep: Prepared, ref) -> dict:
             "ref_loss_err": checks.ref_loss_err if refs is not None else None,
             "ref_grad_err": checks.ref_grad_err if refs is not None else None,
             "finite": bool(finite), "margin": checks.margin, "time_s": elapsed,
-            "compute_dtype": getattr(results[0], "compute_dtype", None),
+            "compute_dtype": results[0].compute_dtype,
             "reason": "; ".join(checks.failures[:3]) + (" ..." if len(checks.failures) > 3 else "")}
 
 
@@ -257,7 +249,7 @@ def _versions(backends) -> dict:
         tops = {type(b.impl).__module__.split(".")[0]}
         tops |= {v.__name__.split(".")[0] for v in vars(b.impl).values()
                  if isinstance(v, types.ModuleType)} if hasattr(b.impl, "__dict__") else set()
-        tops |= set(getattr(b.impl, "packages", ()))
+        tops |= set(b.traits.packages)
         out[b.name] = {}
         for top in sorted(tops):
             for d in dists.get(top, [top]):
@@ -343,7 +335,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     for case, dtype in jobs:
         prep = preps[case.name, dtype]
         for backend in ready:
-            device = getattr(backend.impl, "device", "cpu")
+            device = backend.traits.device
             if (backend.name, case.name, dtype, device) not in done:
                 row = check(backend, prep, ref)
                 log.append(row)

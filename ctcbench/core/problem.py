@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctcbench.core.arrays import to_numpy
 from ctcbench.core.ctcmath import adjacent_repeats, feasible, log_softmax
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -24,21 +25,6 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 def _expect(ok: bool, name: str, expected: str, got) -> None:
     if not ok:
         raise ValueError(f"{name}: expected {expected}, got {got}")
-
-
-def to_numpy(x, name: str) -> tuple[np.ndarray, str]:
-    """Any array-like (NumPy, torch tensor, list) -> (NumPy array, dtype name)."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch tensor, without importing torch
-        dtype = str(x.dtype).removeprefix("torch.")
-        x = x.detach().cpu()
-        if dtype == "bfloat16":  # NumPy has no bfloat16; float32 holds its values exactly
-            x = x.float()
-        return x.numpy(), dtype
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:  # ragged lists and the like
-        raise ValueError(f"{name}: expected an array, got {type(x).__name__} ({exc})") from None
-    return arr, arr.dtype.name
 
 
 def _int_vector(x, name: str, n: int | None) -> np.ndarray:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctcbench.core.ctcmath import min_frames
-from ctcbench.core.problem import to_numpy
+from ctcbench.core.arrays import to_numpy
 from ctcbench.core.reduction import REDUCTIONS
 from ctcbench.doctor.findings import MAX_LISTED, Finding
 

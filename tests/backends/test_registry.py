@@ -9,42 +9,7 @@ import pytest
 import ctcbench
 from ctcbench import BackendUnavailable, CTCProblem, get_backend, list_backends
 from ctcbench.core import oracles
-from ctcbench import registry
-
-PLUGIN = '''
-import numpy as np
-from ctcbench import BackendUnavailable
-
-
-class UniformGuess:
-    """A toy plugin: returns T*log(C) per sample and a zero gradient."""
-
-    def run(self, problem):
-        T, N, C, _ = problem.shape
-
-        class Result:
-            loss = problem.input_lengths * np.log(C)
-            grad_logits = np.zeros((T, N, C))
-        return Result()
-
-
-class NeedsGpu:
-    def __init__(self):
-        raise BackendUnavailable("no accelerator here", "pip install toy-gpu")
-'''
-
-
-@pytest.fixture
-def installed_plugin(tmp_path, monkeypatch):
-    """A real distribution on sys.path declaring two entry points in group ctcbench.backends."""
-    (tmp_path / "toy_ctc.py").write_text(PLUGIN)
-    dist = tmp_path / "toy_ctc-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-ctc\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(
-        "[ctcbench.backends]\ntoy = toy_ctc:UniformGuess\ntoy-gpu = toy_ctc:NeedsGpu\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+from ctcbench.protocol import as_result
 
 
 def test_builtins_are_listed():
@@ -74,16 +39,16 @@ def test_entry_point_plugin_is_found_and_run(installed_plugin):
 
 
 def test_register_in_process_and_refuse_duplicates():
-    """register() adds a backend through the same table; an existing name needs overwrite."""
+    """register_backend() adds a backend through the same table; an existing name needs replace."""
     with pytest.raises(ValueError, match="already registered"):
-        ctcbench.register("numpy", object)
-    ctcbench.register("numpy-again", "ctcbench.backends.numpy_ref:NumpyBackend")
+        ctcbench.register_backend("numpy", object)
+    ctcbench.register_backend("numpy-again", "ctcbench.backends.numpy_ref:NumpyBackend")
     try:
         assert get_backend("numpy-again").run(
             CTCProblem(np.zeros((3, 1, 2)), np.array([[1]]), [3], [1])).loss[0] == pytest.approx(
             oracles.uniform_loss(3, 2, [1]))
     finally:
-        registry._registered.pop("numpy-again")
+        ctcbench.unregister_backend("numpy-again")
 
 
 def test_result_that_breaks_the_contract_is_reported():
@@ -97,14 +62,14 @@ def test_result_that_breaks_the_contract_is_reported():
         loss = np.zeros(3)
         grad_logits = np.zeros((3, 2, 2))
     with pytest.raises(TypeError, match="without .grad_logits"):
-        registry.as_result(NoGrad(), problem)
+        as_result(NoGrad(), problem)
     with pytest.raises(ValueError, match=r"expected shape \(2,\), got \(3,\)"):
-        registry.as_result(WrongShape(), problem)
+        as_result(WrongShape(), problem)
 
 
-def test_broken_plugin_does_not_hide_the_others(monkeypatch):
+def test_broken_plugin_does_not_hide_the_others(register_backends):
     """A plugin that fails to import is listed as unavailable with the reason."""
-    monkeypatch.setitem(registry._registered, "broken", "no_such_module_xyz:Backend")
+    register_backends("broken", "no_such_module_xyz:Backend")
     infos = {i.name: i for i in list_backends()}
     assert not infos["broken"].available and "no_such_module_xyz" in infos["broken"].reason
     assert infos["numpy"].available
@@ -143,10 +108,10 @@ class KeepsWeights:
     ([1.0, [2.0], 3.0], "got list"),
 ])
 @pytest.mark.parametrize("name", ["numpy", "torch", "keeps-weights"])
-def test_grad_weights_of_the_wrong_shape_or_type_say_so(monkeypatch, name, weights, got):
+def test_grad_weights_of_the_wrong_shape_or_type_say_so(register_backends, name, weights, got):
     """Upstream weights must be (N,) real numbers, checked once for every backend with one
     message, before the backend sees them."""
-    monkeypatch.setattr(registry, "_registered", {"keeps-weights": KeepsWeights})
+    register_backends("keeps-weights", KeepsWeights)
     problem = CTCProblem(np.zeros((4, 3, 5)), [[1], [2], [3]], [4, 4, 4], [1, 1, 1])
     with pytest.raises(ValueError,
                        match=r"grad_weights: expected shape \(3,\) real numbers") as info:

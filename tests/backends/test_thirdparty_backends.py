@@ -67,7 +67,7 @@ def tolerance(name: str, dtype: str):
 def test_matches_brute_force_on_tiny_problems(rng, name):
     """Loss and gradient w.r.t. the logits equal the enumeration of every path, both dtypes."""
     backend = backend_or_skip(name)
-    assert isinstance(backend.impl, IsolatedBackend)
+    assert isinstance(backend.worker, IsolatedBackend)
     for dtype in DTYPES[name]:
         for blank in (0, 2):
             problem = nonempty_problem(rng, T=6, N=3, C=3, L=2, blank=blank, dtype=dtype)

@@ -15,8 +15,9 @@ from ctcbench import (
     CTCProblem,
     UnsupportedProblem,
     get_backend,
+    register_backend,
+    unregister_backend,
 )
-from ctcbench import registry
 from ctcbench.core import oracles
 from ctcbench.cli import cli
 from ctcbench.worker import IsolatedBackend, WorkerError, shutdown_workers
@@ -36,11 +37,11 @@ PLUGINS = {
 
 
 @pytest.fixture(autouse=True)
-def plugins(monkeypatch):
+def plugins(monkeypatch, register_backends):
     """Register the misbehaving plugins for one test; stop their workers afterwards."""
     monkeypatch.setenv("CTCBENCH_THREADS", "1")
     for name, spec in PLUGINS.items():
-        monkeypatch.setitem(registry._registered, name, spec)
+        register_backends(name, spec)
     yield
     shutdown_workers()
 
@@ -67,7 +68,7 @@ def test_crash_is_reported_with_signal_and_worker_restarts(rng, name, signal_nam
     """A segfault or abort raises BackendCrashed naming the signal; the next case runs in a new worker."""
     fine, fatal = _problems(rng)
     backend = get_backend(name)
-    assert isinstance(backend.impl, IsolatedBackend)
+    assert isinstance(backend.worker, IsolatedBackend)
     _check_against_brute_force(fine, backend.run(fine))
     first_pid = backend.worker_pid
     with pytest.raises(BackendCrashed) as info:
@@ -98,7 +99,7 @@ def test_hang_times_out_and_worker_restarts(rng):
     """A worker that does not answer within timeout_s is killed; the run goes on."""
     fine, fatal = _problems(rng)
     backend = get_backend("hang-on-blank1")
-    assert backend.impl.timeout_s == 3.0  # taken from the plugin's class attribute
+    assert backend.traits.timeout_s == 3.0  # taken from the plugin's class attribute
     with pytest.raises(BackendTimeout, match="did not answer within 3 s") as info:
         backend.run(fatal)
     assert info.value.status == "timeout" and info.value.timeout_s == 3.0
@@ -120,11 +121,11 @@ def test_any_backend_can_be_isolated_or_kept_in_process(rng):
     """isolated=True runs the numpy reference in a worker; isolated=False keeps a plugin in-process."""
     problem = random_problem(rng, T=6, N=4, C=3, L=3, blank=2)
     isolated = get_backend("numpy", isolated=True)
-    assert isinstance(isolated.impl, IsolatedBackend)
+    assert isinstance(isolated.worker, IsolatedBackend) and isolated.isolated
     _check_against_brute_force(problem, isolated.run(problem))
     assert isolated.run(problem).compute_dtype == "float64"
     in_process = get_backend("segv-on-blank1", isolated=False)
-    assert not isinstance(in_process.impl, IsolatedBackend)
+    assert in_process.worker is None and not in_process.isolated
     _check_against_brute_force(problem.with_logits(problem.logits), in_process.run(problem))
 
 
@@ -178,12 +179,12 @@ def test_stray_stdout_does_not_corrupt_the_protocol(rng):
 def test_unimportable_factory_is_refused_for_isolation():
     """A lambda cannot be rebuilt in a worker: a clear error instead of a broken worker."""
     from ctcbench.backends.numpy_ref import NumpyBackend
-    registry._registered["lambda-backend"] = lambda: NumpyBackend()
+    register_backend("lambda-backend", lambda: NumpyBackend())
     try:
         with pytest.raises(ValueError, match="importable module-level class"):
             get_backend("lambda-backend", isolated=True)
     finally:
-        registry._registered.pop("lambda-backend")
+        unregister_backend("lambda-backend")
 
 
 def test_compare_records_crash_and_keeps_other_rows(tmp_path):

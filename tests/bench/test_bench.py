@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from ctcbench import BackendUnavailable, UnsupportedProblem, registry
+from ctcbench import BackendUnavailable, UnsupportedProblem
 from ctcbench.backends.numpy_ref import NumpyBackend
 from ctcbench.bench.run import (GRIDS, TARGET_SIZES, Size, load_grid, make_problem, measure_size,
                             resolve_backends, run_bench, set_threads)
@@ -47,10 +47,11 @@ def one_thread():
 
 
 @pytest.fixture
-def extra_backends(monkeypatch):
+def extra_backends(register_backends):
+    """A slow, a memory-hungry, a refusing and an unavailable backend, for one test."""
     for name, factory in {"sleepy": Sleepy, "hungry": Hungry, "picky": Picky,
                           "gone": _gone}.items():
-        monkeypatch.setitem(registry._registered, name, factory)
+        register_backends(name, factory)
 
 
 def test_default_grid_sweeps_T_L_C_N_and_holds_the_target_sizes():

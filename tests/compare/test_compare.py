@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from ctcbench import registry
+from ctcbench import BackendUnavailable
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.cli import cli
 from ctcbench.compare.run import compare, prepare, summarize
@@ -138,10 +138,9 @@ class IgnoresBlank:
                                              problem.target_lengths, blank=0))
 
 
-def test_wrong_backend_registered_in_process(monkeypatch, tmp_path):
-    """register(): a backend that ignores the blank index fails the cases with blank != 0."""
-    monkeypatch.setattr(registry, "_registered", {})
-    registry.register("ignores-blank", IgnoresBlank)
+def test_wrong_backend_registered_in_process(register_backends, tmp_path):
+    """register_backend(): a backend that ignores the blank index fails the cases with blank != 0."""
+    register_backends("ignores-blank", IgnoresBlank)
     df = compare(["ignores-blank"], ["tf_basic", "blank_first_vs_last", "warpctc_small",
                                      "toy_alpha_beta"], ["float64"], out=tmp_path)
     summary = summarize(df)
@@ -163,11 +162,10 @@ class Crashes:
         raise RuntimeError("kernel exploded")
 
 
-def test_statuses_unsupported_and_error(monkeypatch, tmp_path):
+def test_statuses_unsupported_and_error(register_backends, tmp_path):
     """A backend without grad_weights is 'unsupported' on that case; an exception is 'error'."""
-    monkeypatch.setattr(registry, "_registered", {})
-    registry.register("no-weights", NoWeights)
-    registry.register("crashes", Crashes)
+    register_backends("no-weights", NoWeights)
+    register_backends("crashes", Crashes)
     df = compare(["no-weights", "crashes"], ["upstream_gradient_scale", "toy_alpha_beta"],
                  ["float64"], out=tmp_path)
     status = {(r.backend, r.case): (r.status, r.reason) for r in df.itertuples()}
@@ -313,12 +311,11 @@ class Flaky:
         return NumpyBackend().run(problem)
 
 
-def test_resume_reruns_errors_and_keeps_the_rest(monkeypatch, tmp_path):
+def test_resume_reruns_errors_and_keeps_the_rest(monkeypatch, register_backends, tmp_path):
     """--resume runs error rows again (they may be transient) but keeps a mismatch as it was."""
-    monkeypatch.setattr(registry, "_registered", {})
     monkeypatch.setattr(Flaky, "broken", True)
-    registry.register("flaky", Flaky)
-    registry.register("nan-grad", NanGradient)
+    register_backends("flaky", Flaky)
+    register_backends("nan-grad", NanGradient)
     args = (["flaky", "nan-grad"], ["warpctc_small", "toy_alpha_beta"], ["float64"])
     first = compare(*args, out=tmp_path, progress=False)
     status = {(r.backend, r.case): r.status for r in first.itertuples()}
@@ -339,16 +336,16 @@ def test_resume_reruns_errors_and_keeps_the_rest(monkeypatch, tmp_path):
 
 class Unavailable:
     def __init__(self):
-        raise registry.BackendUnavailable("no such device here")
+        raise BackendUnavailable("no such device here")
 
 
 @pytest.mark.parametrize("args", [
     ["--backend", "numpy", "--case", "uniform_long_t2000", "--dtype", "float16"],  # not its dtype
     ["--backend", "nowhere", "--case", "tf_basic"],  # the only backend cannot run here
 ])
-def test_a_run_that_checks_nothing_fails(monkeypatch, tmp_path, args):
+def test_a_run_that_checks_nothing_fails(register_backends, tmp_path, args):
     """A gate must not pass on nothing: no row checked -> exit 1, a clear error, checked 0."""
-    monkeypatch.setattr(registry, "_registered", {"nowhere": Unavailable})
+    register_backends("nowhere", Unavailable)
     res = CliRunner().invoke(cli, ["compare", "--no-plot", "--out", str(tmp_path / "r"),
                                    "--format", "json", *args])
     assert res.exit_code == 1 and "Traceback" not in res.output
@@ -367,11 +364,10 @@ class NanGradient:
         return result
 
 
-def test_nan_error_is_not_shown_as_not_applicable(monkeypatch, tmp_path):
+def test_nan_error_is_not_shown_as_not_applicable(register_backends, tmp_path):
     """A NaN gradient error reads nan in table, JSON and CSV; a gradient the oracle does not
     give (uniform) reads -, null, empty."""
-    monkeypatch.setattr(registry, "_registered", {})
-    registry.register("nan-grad", NanGradient)
+    register_backends("nan-grad", NanGradient)
     folder = tmp_path / "cases"
     folder.mkdir()
     (folder / "u.toml").write_text(textwrap.dedent("""

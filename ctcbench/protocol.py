@@ -1,0 +1,270 @@
+"""The backend contract in one place: what a backend must have, what it may declare, what it
+returns, and the exceptions it raises.
+
+A backend is any object with ``run(problem, *, grad_weights=None)`` (:class:`Backend`). Every
+other attribute is optional; :class:`BackendTraits` lists each one with its default and
+meaning, and ``BackendTraits.of(backend)`` is the one place that reads them, so drivers and
+the worker never guess a default of their own. Shape letters are those of
+:mod:`ctcbench.core.problem` (``T`` frames, ``N`` batch, ``C`` classes incl. blank).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ctcbench.core.arrays import to_numpy
+from ctcbench.core.problem import FLOAT_DTYPES
+
+DEFAULT_TIMEOUT_S = 120.0  # per problem; the first problem of a shape may include a JIT compile
+DEFAULT_STARTUP_TIMEOUT_S = 300.0  # spawn + framework import
+
+
+# -- exceptions -------------------------------------------------------------------------------
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here; ``reason`` says why and ``hint`` how to fix it."""
+
+    def __init__(self, reason: str, hint: str | None = None):
+        super().__init__(reason if hint is None else f"{reason} ({hint})")
+        self.reason = reason
+        self.hint = hint
+
+
+class UnsupportedProblem(ValueError):
+    """The backend runs here but cannot take this problem (a dtype, a layout, a size)."""
+
+
+class BackendFailure(RuntimeError):
+    """An isolated backend's worker process died or hung on one problem.
+
+    ``status`` is the word a driver records for the case (``"crashed"`` or ``"timeout"``);
+    the worker has been restarted when this is raised, so the run can go on.
+    """
+
+    status = "failed"
+
+
+class BackendCrashed(BackendFailure):
+    """The worker process died: ``signal`` (e.g. ``"SIGSEGV"``) or ``exitcode`` says how."""
+
+    status = "crashed"
+
+    def __init__(self, message: str, *, signal: str | None = None, exitcode: int | None = None):
+        super().__init__(message)
+        self.signal = signal
+        self.exitcode = exitcode
+
+
+class BackendTimeout(BackendFailure):
+    """The worker did not answer within ``timeout_s`` seconds and was killed."""
+
+    status = "timeout"
+
+    def __init__(self, message: str, *, timeout_s: float):
+        super().__init__(message)
+        self.timeout_s = timeout_s
+
+
+# -- what run() returns -----------------------------------------------------------------------
+@dataclass
+class BackendResult:
+    """What a backend returns, normalised: float64 NumPy arrays plus what was really done.
+
+    A backend may return any object with ``.loss`` and ``.grad_logits`` (NumPy arrays or
+    torch tensors) and, optionally, ``.compute_dtype`` and ``.notes``; :func:`as_result`
+    checks it and makes one of these.
+    """
+
+    loss: np.ndarray  # (N,) float64, +inf where the target is infeasible
+    grad_logits: np.ndarray  # (T, N, C) float64, zero on padded frames and infeasible samples
+    compute_dtype: str | None = None  # the dtype the backend really computed in
+    notes: list[str] = field(default_factory=list)
+    raw: object = field(default=None, repr=False)  # what the backend returned, with any extras
+
+
+# -- the backend ------------------------------------------------------------------------------
+@runtime_checkable
+class Backend(Protocol):
+    """A CTC implementation ctcbench can check and time.
+
+    Required: ``run(problem, *, grad_weights=None)`` taking a
+    :class:`~ctcbench.core.problem.CTCProblem` and returning an object with
+      ``loss``:        ``(N,)`` per-sequence loss, no reduction (``+inf`` where the target is
+                       infeasible);
+      ``grad_logits``: ``(T, N, C)`` gradient of ``sum(w * loss)`` over the finite losses
+                       w.r.t. the logits, zero on padded frames and for infeasible samples;
+    where ``w`` is ``grad_weights`` ``(N,)``, the upstream gradient of each loss (default
+    ones). A backend whose ``run`` has no ``grad_weights`` keyword is still a backend:
+    drivers mark the cases that need it ``unsupported`` (see :func:`run_takes`).
+
+    Constructing a backend must be cheap and must raise :class:`BackendUnavailable` when it
+    cannot run here (package missing, no GPU); a problem it cannot take (a dtype, a size)
+    raises :class:`UnsupportedProblem` from ``run``.
+
+    Optional attributes (``isolated``, ``dtypes``, ``device``, ``known_issues``,
+    ``packages``, ``timeout_s``, ``startup_timeout_s``, ``prepare``) are listed with their
+    defaults in :class:`BackendTraits`; they are not protocol members, so a plugin with only
+    ``run`` satisfies ``isinstance(plugin, Backend)``.
+    """
+
+    def run(self, problem, *, grad_weights=None) -> Any: ...
+
+
+def run_takes(backend, keyword: str) -> bool:
+    """Whether ``backend.run`` accepts ``keyword`` (by name, or through ``**kwargs``)."""
+    try:
+        params = inspect.signature(backend.run).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+# Each check returns the trait's normalised value or raises TypeError; BackendTraits.of turns
+# that into one ValueError naming the class, the attribute and what was expected.
+def _strings(value) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        raise TypeError
+    return tuple(value)
+
+
+def _dtypes(value):
+    if value is None:
+        return None
+    names = _strings(value)
+    if not names or not set(names) <= set(FLOAT_DTYPES):
+        raise TypeError
+    return names
+
+
+def _seconds(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+            or math.isinf(value):
+        raise TypeError
+    return float(value)
+
+
+def _issues(value) -> Mapping[str, str]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                 for k, v in value.items()):
+        raise TypeError
+    return MappingProxyType(dict(value))
+
+
+def _flag(value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError
+    return value
+
+
+def _callable_or_none(value):
+    if value is not None and not callable(value):
+        raise TypeError
+    return value
+
+
+def _string(value) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError
+    return value
+
+
+# attribute -> (what it must be, for the error; how to check and normalise it)
+_CHECKS: dict[str, tuple[str, Callable]] = {
+    "isolated": ("True or False", _flag),
+    "dtypes": (f"None or a non-empty tuple of names from {', '.join(FLOAT_DTYPES)}", _dtypes),
+    "device": ("a device name such as 'cpu' or 'cuda'", _string),
+    "known_issues": ("a mapping of 'case/dtype' glob to a reason (str -> str)", _issues),
+    "packages": ("a tuple of import names", _strings),
+    "timeout_s": ("a positive finite number of seconds", _seconds),
+    "startup_timeout_s": ("a positive finite number of seconds", _seconds),
+    "prepare": ("None or a method taking no arguments", _callable_or_none),
+}
+
+
+@dataclass(frozen=True)
+class BackendTraits:
+    """Everything optional a backend may declare, with its default; read by :meth:`of`.
+
+    A backend declares a trait as a class (or instance) attribute of the same name; one it
+    leaves out takes the default below. ``takes_grad_weights`` is not declared but read off
+    ``run``'s signature.
+    """
+
+    # run in a worker process (ctcbench.worker): set by the third-party frameworks, whose
+    # imports clash or whose kernels can crash the process
+    isolated: bool = False
+    # logits dtypes the backend computes in; drivers record the others as "unsupported"
+    # without calling run. None: any, the backend refuses with UnsupportedProblem itself
+    dtypes: tuple[str, ...] | None = None
+    # where it computes, the "device" column of every row
+    device: str = "cpu"
+    # upstream bugs: {"case/dtype" glob: why}; compare records a failure there as "known"
+    known_issues: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # import names whose distribution versions a run records, beyond the backend's own module
+    packages: tuple[str, ...] = ()
+    # isolated only: seconds a worker may take per problem before it is killed
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    # isolated only: seconds a worker may take to start (spawn, framework import, prepare())
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    # called once in a new worker process before the first problem (e.g. import the
+    # framework); None: nothing to do
+    prepare: Callable[[], None] | None = None
+    # run() accepts grad_weights (see Backend); read off its signature, never declared
+    takes_grad_weights: bool = False
+
+    @classmethod
+    def of(cls, backend) -> "BackendTraits":
+        """The traits ``backend`` declares, defaults for the rest; a declared value of the
+        wrong kind is a ValueError "CLASS.ATTR: expected X, got Y"."""
+        values = {"takes_grad_weights": run_takes(backend, "grad_weights")}
+        for f in fields(cls):
+            if f.name not in _CHECKS or not hasattr(backend, f.name):
+                continue
+            value = getattr(backend, f.name)
+            expected, check = _CHECKS[f.name]
+            try:
+                values[f.name] = check(value)
+            except TypeError:
+                raise ValueError(f"{type(backend).__name__}.{f.name}: expected {expected}, "
+                                 f"got {value!r}") from None
+        return cls(**values)
+
+
+# -- checking what crosses the contract -------------------------------------------------------
+def as_result(raw, problem) -> BackendResult:
+    """Check a backend's raw return value against the contract and normalise it."""
+    T, N, C, _ = problem.shape
+    for attr in ("loss", "grad_logits"):
+        if not hasattr(raw, attr):
+            raise TypeError(f"backend result: expected an object with .loss and .grad_logits, "
+                            f"got {type(raw).__name__} without .{attr}")
+    loss = np.asarray(to_numpy(raw.loss, "backend result loss")[0], dtype=np.float64).reshape(-1)
+    grad = np.asarray(to_numpy(raw.grad_logits, "backend result grad_logits")[0], dtype=np.float64)
+    if loss.shape != (N,):
+        raise ValueError(f"backend result loss: expected shape ({N},), got {loss.shape}")
+    if grad.shape != (T, N, C):
+        raise ValueError(f"backend result grad_logits: expected shape {(T, N, C)}, got {grad.shape}")
+    # optional result fields, as BackendResult documents them
+    compute_dtype = raw.compute_dtype if hasattr(raw, "compute_dtype") else None
+    notes = list(raw.notes or []) if hasattr(raw, "notes") else []
+    return BackendResult(loss, grad, compute_dtype, notes, raw=raw)
+
+
+def grad_weights_array(grad_weights, n: int) -> np.ndarray:
+    """``grad_weights`` as the contract wants it: ``(N,)`` float64, one upstream gradient per
+    loss; anything else is a ValueError saying what was expected."""
+    expected = (f"grad_weights: expected shape ({n},) real numbers (one upstream gradient "
+                "per sample)")
+    try:
+        w, _ = to_numpy(grad_weights, "grad_weights")
+    except ValueError:  # ragged lists and the like
+        raise ValueError(f"{expected}, got {type(grad_weights).__name__} that is not an array") \
+            from None
+    if w.shape != (n,) or w.dtype.kind not in "iuf":
+        raise ValueError(f"{expected}, got shape {w.shape} of {w.dtype.name}")
+    return w.astype(np.float64)
