@@ -41,18 +41,19 @@ def check_cache_dir(cache_dir, *, name: str = "--cache-dir") -> Path | None:
     if cache_dir is None:
         return None
     path = Path(cache_dir)
-    blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
-    if blocker is not None:
-        raise ValueError(f"{name}: expected a folder, got {str(path)!r} "
-                         f"({str(blocker)!r} is a regular file)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-probe-")
-        os.close(fd)
-        os.unlink(probe)
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is None:
+            path.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=path, prefix=".write-probe-")
+            os.close(fd)
+            os.unlink(probe)
     except OSError as exc:
         raise ValueError(f"{name}: expected a writable folder, got {str(path)!r} "
                          f"({exc.strerror or exc})") from None
+    if blocker is not None:
+        raise ValueError(f"{name}: expected a folder, got {str(path)!r} "
+                         f"({str(blocker)!r} is a regular file)")
     return path
 
 
