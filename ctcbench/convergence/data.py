@@ -280,7 +280,7 @@ def load_pool(cfg: DataConfig, split: str, *, cache_dir: str | Path | None = Non
         return make_pool(cfg, split, progress=progress)
     cfg.check()
     _expect(split in ("train", "test"), "split", "'train' or 'test'", repr(split))
-    check_cache_dir(cache_dir)
+    check_cache_dir(cache_dir, create=True)
     size = cfg.train_size if split == "train" else cfg.test_size
     layout = {"images": ((size, cfg.height, cfg.width), np.float32),  # (M, H, W)
               "labels": ((size, cfg.max_len), np.int64),  # (M, max_len)

@@ -32,8 +32,10 @@ Arrays = dict  # name -> np.ndarray
 Layout = dict  # name -> (shape, dtype) the arrays must have
 
 
-def check_cache_dir(cache_dir, *, name: str = "--cache-dir") -> Path | None:
-    """Create ``cache_dir`` if needed and prove a file can be written there; ``None`` passes.
+def check_cache_dir(cache_dir, *, create: bool = False, name: str = "--cache-dir") -> Path | None:
+    """Check that ``cache_dir`` is, or can be made as, a folder a file can be written in; with
+    ``create`` make it. ``None`` passes. Without ``create`` nothing is left on disk: the probe
+    file goes into the nearest folder that exists.
 
     Raises ``ValueError`` naming ``name`` and the path when the folder cannot be made or written
     (a regular file in the way, no permission, a read-only file system).
@@ -42,18 +44,19 @@ def check_cache_dir(cache_dir, *, name: str = "--cache-dir") -> Path | None:
         return None
     path = Path(cache_dir)
     try:
-        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
-        if blocker is None:
+        existing = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at the latest
+        if not existing.is_dir():
+            raise ValueError(f"{name}: expected a folder, got {str(path)!r} "
+                             f"({str(existing)!r} is a regular file)")
+        if create:
             path.mkdir(parents=True, exist_ok=True)
-            fd, probe = tempfile.mkstemp(dir=path, prefix=".write-probe-")
-            os.close(fd)
-            os.unlink(probe)
+            existing = path
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(probe)
     except OSError as exc:
         raise ValueError(f"{name}: expected a writable folder, got {str(path)!r} "
                          f"({exc.strerror or exc})") from None
-    if blocker is not None:
-        raise ValueError(f"{name}: expected a folder, got {str(path)!r} "
-                         f"({str(blocker)!r} is a regular file)")
     return path
 
 
