@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ctcbench.convergence.datacache import check_cache_dir, load_or_build
+
 BLANK = 0
 
 
@@ -240,27 +242,56 @@ def make_pool(cfg: DataConfig, split: str, *, progress: bool = False) -> Pool:
     return Pool(images, labels, lengths, cfg.charset)
 
 
+RENDER_PACKAGES = ("Pillow", "captcha", "scikit-learn", "numpy", "matplotlib")  # matplotlib: the fonts
+
+
 def cache_key(cfg: DataConfig, split: str) -> str:
     blob = json.dumps({**asdict(cfg), "split": split, "v": 1}, sort_keys=True)
     return f"{cfg.kind}-{split}-{hashlib.sha1(blob.encode()).hexdigest()[:12]}"
 
 
+def cache_path(cfg: DataConfig, split: str, cache_dir: str | Path) -> Path:
+    """Where ``load_pool`` keeps the ``split`` pool of ``cfg`` under ``cache_dir``."""
+    return Path(cache_dir) / f"{cache_key(cfg, split)}.npz"
+
+
+def cache_meta(cfg: DataConfig, split: str) -> dict:
+    """What a cached pool was built from: the key, the full config, and the rendering libraries."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+    return {"key": cache_key(cfg, split), "config": asdict(cfg), "split": split,
+            "versions": {name: installed(name) for name in RENDER_PACKAGES}}
+
+
 def load_pool(cfg: DataConfig, split: str, *, cache_dir: str | Path | None = None,
               progress: bool = False) -> Pool:
-    """``make_pool`` with an on-disk ``.npz`` cache keyed by the full config."""
+    """``make_pool`` with an on-disk ``.npz`` cache keyed by the full config.
+
+    Safe for several processes filling one ``cache_dir`` at once (see ``datacache``); a damaged,
+    foreign or stale entry is rebuilt with a note on stderr. An unusable ``cache_dir`` raises
+    ``ValueError`` naming ``--cache-dir``.
+    """
     if cache_dir is None:
         return make_pool(cfg, split, progress=progress)
-    path = Path(cache_dir) / f"{cache_key(cfg, split)}.npz"
-    if path.exists():
-        with np.load(path, allow_pickle=False) as z:
-            return Pool(z["images"], z["labels"], z["lengths"], str(z["charset"]))
-    pool = make_pool(cfg, split, progress=progress)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, images=pool.images, labels=pool.labels, lengths=pool.lengths,
-                        charset=np.array(pool.charset))
-    tmp.replace(path)
-    return pool
+    cfg.check()
+    _expect(split in ("train", "test"), "split", "'train' or 'test'", repr(split))
+    check_cache_dir(cache_dir, create=True)
+    size = cfg.train_size if split == "train" else cfg.test_size
+    layout = {"images": ((size, cfg.height, cfg.width), np.float32),  # (M, H, W)
+              "labels": ((size, cfg.max_len), np.int64),  # (M, max_len)
+              "lengths": ((size,), np.int64)}  # (M,)
+
+    def build():
+        pool = make_pool(cfg, split, progress=progress)
+        return {"images": pool.images, "labels": pool.labels, "lengths": pool.lengths}
+    arrays = load_or_build(cache_path(cfg, split, cache_dir), cache_meta(cfg, split), build,
+                           layout=layout)
+    return Pool(arrays["images"], arrays["labels"], arrays["lengths"], cfg.charset)
 
 
 def ink_image(img, *, height: int, width: int | None = None) -> np.ndarray:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
+from ctcbench.convergence.datacache import check_cache_dir
 from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits, train_run
 from ctcbench.runstore import RowLog, new_run_dir, to_json, write_meta
 
@@ -77,6 +78,7 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
     configs = grid.configs(base)
     for model_name in grid.models:  # before any data is rendered
         check_fits(replace(base, model=replace(base.model, name=model_name)).check())
+    check_cache_dir(cache_dir)  # before any run folder is written
     run_dir = new_run_dir("convergence", out)
     if not resume:
         write_meta(run_dir, {"base": asdict(base), "grid": asdict(grid),
