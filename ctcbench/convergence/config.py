@@ -135,8 +135,9 @@ def settings(cls=None, prefix: str = "") -> list[Setting]:
         meta = f.metadata
         if meta.get("derived"):
             continue
-        out.append(Setting(key=prefix + f.name, option=meta.get("option") or "--" + f.name.replace("_", "-"),
-                           type=typ, default=f.default, help=meta.get("help", ""),
+        option = meta.get("option") or "--" + f.name.replace("_", "-")
+        out.append(Setting(key=prefix + f.name, option=option, type=typ, default=f.default,
+                           help=meta.get("help", ""),
                            grid=meta.get("grid"), choices=meta.get("choices"),
                            check=meta.get("check")))
     return out
@@ -225,7 +226,15 @@ def check_run(base, grid) -> None:
             for v in values:
                 check_value(s, v)
     base.check()
-    grid.configs(base)
+    try:
+        grid.configs(base)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # "lr: expected rates that differ ...": keep the key for the CLI
+        key, _, problem = str(exc).partition(": ")
+        if key not in setting_table():
+            raise
+        raise ConfigError(key, problem) from None
     for name in grid.models:
         check_fits(replace(base, model=replace(base.model, name=name)))
     try:

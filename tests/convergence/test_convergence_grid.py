@@ -70,7 +70,7 @@ def test_table_output_and_resume(tmp_path):
     (["--alpha", "2"], "--alpha: expected a value in [0, 1], got 2.0"),
     (["--seed", "0,0"], "expected distinct values, got '0,0'"),
     (["--lr", "1e-3,0.001"], "expected distinct values, got '1e-3,0.001'"),
-    (["--lr", "0.001,0.0010000001"], "lr: expected rates that differ in 6 significant digits"),
+    (["--lr", "0.001,0.0010000001"], "--lr: expected rates that differ in 6 significant digits"),
     # a 16-px window every 4 px over a 128-px line: (128 - 16) / 4 + 1 = 29 frames
     (["--model", "linecnn", "--min-len", "30", "--max-len", "30"], "--max-len: expected at most 29"),
 ])
