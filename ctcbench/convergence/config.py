@@ -331,8 +331,7 @@ def config_conflicts(stored: dict, given: dict, *, run_dir=None) -> list[str]:
             for part in key.split("."):
                 was = was.get(part, s.default) if isinstance(was, dict) else s.default
             was, now = [was], [value]
-        differs = len(was) != len(now) or not all(same_value(s.type, a, b) for a, b in zip(was, now))
-        if differs:
+        if len(was) != len(now) or not all(same_value(s.type, a, b) for a, b in zip(was, now)):
             out.append(f"{s.option}: {where} was started with {show(was)}, got {show(now)}; "
                        f"drop the option to resume")
     return out

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ctcbench.convergence.config import NON_NEGATIVE, NON_NEGATIVE_INT, at_least, check_config, setting
+from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, at_least, check_config,
+                                         setting)
 
 BLANK = 0
 
@@ -45,7 +46,8 @@ class DataConfig:
     seed: int = setting(0, "Seed of the rendered lines.", check=NON_NEGATIVE_INT,
                         option="--data-seed")
     gaps: bool = setting(True, "Random wider gaps between characters.")
-    noise: float = setting(0.05, "Std of additive Gaussian noise, in ink units.", check=NON_NEGATIVE)
+    noise: float = setting(0.05, "Std of additive Gaussian noise, in ink units.",
+                           check=NON_NEGATIVE)
 
     def check(self) -> "DataConfig":
         return check_config(self)

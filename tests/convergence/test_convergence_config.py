@@ -57,7 +57,8 @@ def test_config_file_round_trip_with_override(toml_run):
     assert base["steps"] == 3  # the command line wins over the file's 5
     assert (base["batch_size"], base["eval_every"]) == (4, 2)
     assert (base["model"]["channels"], base["model"]["hidden"]) == (4, 8)
-    assert {k: base["data"][k] for k in ("train_size", "test_size", "min_len", "max_len", "seed")} == {
+    data_keys = ("train_size", "test_size", "min_len", "max_len", "seed")
+    assert {k: base["data"][k] for k in data_keys} == {
         "train_size": 48, "test_size": 8, "min_len": 1, "max_len": 3, "seed": 7}
     assert grid == {"optimizers": ["adam", "sgd"], "lrs": [0.01], "seeds": [0], "models": ["crnn"]}
     rows = json.loads(res.stdout)
@@ -73,7 +74,8 @@ def test_resume_with_a_different_option_names_it(toml_run):
     res = invoke("--resume", out, "--lr", "0.003", "--channels", 4, "--data-seed", 8)
     assert res.exit_code == 1
     assert res.output.strip().splitlines() == [
-        f"Error: --lr: the run folder {out} was started with 0.01, got 0.003; drop the option to resume",
+        f"Error: --lr: the run folder {out} was started with 0.01, got 0.003; "
+        "drop the option to resume",
         f"--data-seed: the run folder {out} was started with 7, got 8; drop the option to resume"]
     assert (out / "summary.csv").stat().st_mtime_ns == before
 
@@ -106,7 +108,8 @@ STORED = {"base": {"lr": 0.001, "steps": 3, "model": {"name": "crnn", "channels"
 @pytest.mark.parametrize("given,messages", [
     ({"steps": 3, "model.channels": 4, "data.seed": 0, "lr": (0.001,)}, []),
     ({"lr": (0.003,)}, ["--lr: the run folder R was started with 0.001, got 0.003"]),
-    ({"optimizer": ("adam",)}, ["--optimizer: the run folder R was started with adam,rmsprop, got adam"]),
+    ({"optimizer": ("adam",)},
+     ["--optimizer: the run folder R was started with adam,rmsprop, got adam"]),
     ({"model.name": ("crnn", "perpos")},
      ["--model: the run folder R was started with crnn, got crnn,perpos"]),
     ({"model.channels": 8, "data.charset": "01"},
@@ -210,8 +213,8 @@ def test_load_toml_types_and_lists(tmp_path):
     """Grid settings become tuples whether given as a value or a list; ints become floats
     where the setting is a float."""
     path = tmp_path / "c.toml"
-    path.write_text('optimizer = "adam"\nlr = [1, 0.5]\nclip = 2\n[model]\nname = ["crnn", "perpos"]\n'
-                    '[data]\ngaps = false\n')
+    path.write_text('optimizer = "adam"\nlr = [1, 0.5]\nclip = 2\n'
+                    '[model]\nname = ["crnn", "perpos"]\n[data]\ngaps = false\n')
     assert load_toml(path) == {"optimizer": ("adam",), "lr": (1.0, 0.5), "clip": 2.0,
                                "model.name": ("crnn", "perpos"), "data.gaps": False}
     assert type(load_toml(path)["clip"]) is float

@@ -23,9 +23,9 @@ GRID = {"optimizer", "lr", "seed", "model.name"}
 def leaf_fields(cls, prefix=""):
     """(dotted key, field) of every leaf field of a dataclass, nested ones included."""
     for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(f.default_factory if f.default_factory is not dataclasses.MISSING
-                                    else None):
-            yield from leaf_fields(f.default_factory, f"{prefix}{f.name}.")
+        nested = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(nested):
+            yield from leaf_fields(nested, f"{prefix}{f.name}.")
         else:
             yield prefix + f.name, f
 
@@ -93,7 +93,7 @@ def test_help_lists_choices_from_the_tables():
 
 
 def test_cli_import_and_help_do_not_import_torch():
-    """`ctcbench --help` stays instant: the options are generated only when `convergence` is used."""
+    """`ctcbench --help` stays instant: options are generated only when `convergence` is used."""
     code = ("import sys; from ctcbench.cli import cli; cli(['--help'], standalone_mode=False); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
