@@ -51,7 +51,8 @@ class TrainConfig:
     config-file key and check come from here (see ctcbench.convergence.config)."""
 
     optimizer: str = setting("rmsprop", "Optimizer (tuned by --beta1, --beta2, --alpha, "
-                             "--momentum, --weight-decay).", choices=lambda: OPTIMIZERS, grid="optimizers")
+                             "--momentum, --weight-decay).", choices=lambda: OPTIMIZERS,
+                             grid="optimizers")
     lr: float = setting(1e-3, "Learning rate.", check=POSITIVE, grid="lrs")
     beta1: float = setting(0.9, "Adam/AdamW beta1.", check=in_unit_interval(closed=False))
     beta2: float = setting(0.999, "Adam/AdamW beta2.", check=in_unit_interval(closed=False))
