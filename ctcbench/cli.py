@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from ctcbench import __version__
+from ctcbench.convergence.options import SettingsCommand
 
 
 def format_option(*choices: str):
@@ -201,60 +202,7 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, baseline, fail_
         raise click.ClickException("\n".join(report.regressions))
 
 
-def _csv_list(kind):
-    """A click callback parsing ``a,b,c`` into a tuple of ``kind``, naming the option on error."""
-    def parse(ctx, param, value):
-        try:
-            items = tuple(kind(v.strip()) for v in str(value).split(",") if v.strip())
-        except ValueError:
-            raise click.BadParameter(f"expected a comma-separated list of {kind.__name__}, "
-                                     f"got {value!r}") from None
-        if not items:
-            raise click.BadParameter(f"expected at least one value, got {value!r}")
-        if len(set(items)) < len(items):  # two runs would share one run folder
-            raise click.BadParameter(f"expected distinct values, got {value!r}")
-        return items
-    return parse
-
-
-@cli.command()
-@click.option("--optimizer", default="rmsprop", show_default=True, callback=_csv_list(str),
-              help="adam|rmsprop|sgd|adamw|adadelta; a comma list runs each.")
-@click.option("--lr", default="1e-3", show_default=True, callback=_csv_list(float),
-              help="Learning rate(s), comma list.")
-@click.option("--seed", default="0", show_default=True, callback=_csv_list(int),
-              help="Seed(s) for init and batch order, comma list.")
-@click.option("--model", default="crnn", show_default=True, callback=_csv_list(str),
-              help="linecnn|linecnnlstm|crnn|rescrnn|perpos; comma list.")
-@click.option("--batchnorm/--no-batchnorm", default=False, show_default=True,
-              help="BatchNorm in the conv blocks (crnn, linecnn*, perpos).")
-@click.option("--channels", type=int, default=16, show_default=True,
-              help="Width of the first conv block (32 = the ~640k-parameter CRNN).")
-@click.option("--hidden", type=int, default=128, show_default=True, help="LSTM size per direction.")
-@click.option("--beta1", type=float, default=0.9, show_default=True, help="Adam/AdamW beta1.")
-@click.option("--beta2", type=float, default=0.999, show_default=True, help="Adam/AdamW beta2.")
-@click.option("--alpha", type=float, default=0.99, show_default=True, help="RMSprop smoothing.")
-@click.option("--momentum", type=float, default=0.0, show_default=True, help="RMSprop/SGD momentum.")
-@click.option("--weight-decay", type=float, default=0.0, show_default=True)
-@click.option("--clip", type=float, default=0.0, show_default=True, help="Max gradient norm (0 = off).")
-@click.option("--warmup", type=int, default=0, show_default=True, help="Linear lr warm-up steps.")
-@click.option("--reduction", type=click.Choice(["mean", "sum"]), default="mean", show_default=True)
-@click.option("--ctc-backend", default="torch", show_default=True,
-              help="Registry backend for the loss (numpy = float64 reference, slow).")
-@click.option("--data", "data_kind", type=click.Choice(["lines", "captcha", "digits"]),
-              default="lines", show_default=True, help="Synthetic font lines, captchas, or load_digits lines.")
-@click.option("--charset", default="0123456789", show_default=True)
-@click.option("--min-len", type=int, default=4, show_default=True)
-@click.option("--max-len", type=int, default=8, show_default=True)
-@click.option("--train-size", type=int, default=8000, show_default=True)
-@click.option("--test-size", type=int, default=512, show_default=True)
-@click.option("--data-seed", type=int, default=0, show_default=True)
-@click.option("--steps", type=int, default=600, show_default=True)
-@click.option("--batch-size", type=int, default=32, show_default=True)
-@click.option("--eval-every", type=int, default=25, show_default=True)
-@click.option("--beam", type=int, default=0, show_default=True,
-              help="Also score the final model with prefix beam search of this width.")
-@click.option("--threads", type=int, default=1, show_default=True, help="Torch threads per run.")
+@cli.command(cls=SettingsCommand)  # one option per config field, and --config, made on first use
 @click.option("--jobs", type=int, default=None, help="Parallel runs [default: min(2, CPUs)].")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Run folder [default: reports/convergence-<UTC time>].")
@@ -263,32 +211,51 @@ def _csv_list(kind):
 @click.option("--cache-dir", type=click.Path(file_okay=False), default="reports/.data-cache",
               show_default=True, help="Where rendered data pools are cached.")
 @format_option("table", "json")
+@click.pass_context
 @library_errors
-def convergence(optimizer, lr, seed, model, batchnorm, channels, hidden, beta1, beta2, alpha, momentum, weight_decay,
-                clip, warmup, reduction, ctc_backend, data_kind, charset, min_len, max_len,
-                train_size, test_size, data_seed, steps, batch_size, eval_every, beam, threads,
-                jobs, out, resume, cache_dir, fmt):
-    """Train small line recognisers with CTC under several optimizers and record convergence."""
-    from ctcbench.convergence.data import DataConfig
-    from ctcbench.convergence.grid import Grid, optimizer_table, run_grid
-    from ctcbench.convergence.models import ModelConfig
-    from ctcbench.convergence.train import TrainConfig
-    from ctcbench.registry import BackendUnavailable
+def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings):
+    """Train small line recognisers with CTC under several optimizers and record convergence.
+
+    Every setting can also come from --config FILE.toml, for example:
+
+    \b
+        optimizer = ["adam", "rmsprop"]   # grid settings take a list
+        lr = 3e-3
+        seed = [0, 1, 2]
+        steps = 300
+        [model]
+        name = "crnn"
+        batchnorm = true
+        [data]
+        max_len = 6
+        seed = 0                          # --data-seed
+    """
+    from ctcbench.convergence.config import (ConfigError, build, check_run, config_conflicts,
+                                             load_toml, stored_config)
+    from ctcbench.convergence.grid import optimizer_table, run_grid
+    from ctcbench.convergence.options import command_line_settings, option_names, resume_folder
     from ctcbench.runstore import to_json
-    base = TrainConfig(beta1=beta1, beta2=beta2, alpha=alpha, momentum=momentum,
-                       weight_decay=weight_decay, clip=clip, warmup=warmup, steps=steps,
-                       batch_size=batch_size, eval_every=eval_every, reduction=reduction,
-                       ctc_backend=ctc_backend, threads=threads, beam=beam,
-                       model=ModelConfig(batchnorm=batchnorm, channels=channels, hidden=hidden),
-                       data=DataConfig(kind=data_kind, charset=charset, min_len=min_len,
-                                       max_len=max_len, train_size=train_size,
-                                       test_size=test_size, seed=data_seed))
-    grid = Grid(optimizers=optimizer, lrs=lr, seeds=seed, models=model)
+    from_file = load_toml(config_file) if config_file else {}
+    given = command_line_settings(ctx)
+    values = {**from_file, **given}
+    if jobs is not None and jobs < 1:
+        raise click.ClickException(f"--jobs: expected >= 1, got {jobs}")
+    folder = resume_folder(out, resume)
+    stored = stored_config(folder) if folder is not None else None
+    if stored is not None:  # the stored config is used: what was given must agree with it
+        conflicts = config_conflicts(stored, values, run_dir=folder)
+        if conflicts:
+            raise click.ClickException("\n".join(conflicts))
+    base, grid = build(values)
     try:
-        run_dir, summary = run_grid(base, grid, out=resume or out, resume=resume is not None,
+        if folder is None:
+            check_run(base, grid)
+        run_dir, summary = run_grid(base, grid, out=folder or out, resume=folder is not None,
                                     jobs=jobs, cache_dir=cache_dir)
-    except BackendUnavailable as exc:
-        raise click.ClickException(f"ctc-backend: {exc}") from None
+    except ConfigError as exc:  # name the option, or the file key the value came from
+        in_file = exc.key in from_file and exc.key not in given
+        raise click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
+                                             else option_names().get(exc.key, exc.key))) from None
     if fmt == "json":
         click.echo(to_json(summary.to_dict("records"), indent=2))
         return

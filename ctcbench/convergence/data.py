@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, at_least, check_config,
+                                         setting)
 from ctcbench.convergence.datacache import check_cache_dir, load_or_build
 
 BLANK = 0
@@ -29,32 +31,35 @@ BLANK = 0
 
 @dataclass
 class DataConfig:
-    kind: str = "lines"  # lines | captcha | digits
-    charset: str = "0123456789"
-    min_len: int = 4
-    max_len: int = 8
-    height: int = 32
-    width: int = 128
-    train_size: int = 8000
-    test_size: int = 512
-    seed: int = 0  # the data seed; a run's own seed only changes init and batch order
-    gaps: bool = True  # random wider gaps between characters (lines)
-    noise: float = 0.05  # std of additive Gaussian noise, in ink units
+    kind: str = setting("lines", "Synthetic font lines, captchas, or load_digits lines.",
+                        choices=lambda: DATASETS, option="--data")
+    charset: str = setting("0123456789", "Characters the lines are drawn from.",
+                           check=(lambda v: len(v) > 0 and len(set(v)) == len(v),
+                                  "a non-empty string of distinct characters"))
+    min_len: int = setting(4, "Shortest line, in characters.", check=at_least(1))
+    max_len: int = setting(8, "Longest line, in characters.", check=at_least(1))
+    height: int = setting(32, "Line image height in pixels.",
+                          check=(lambda v: v >= 16 and v % 16 == 0, "a multiple of 16"))
+    width: int = setting(128, "Line image width in pixels.", check=at_least(16))
+    train_size: int = setting(8000, "Training lines rendered.", check=at_least(1))
+    test_size: int = setting(512, "Held-out lines rendered.", check=at_least(1))
+    # the data seed; a run's own seed only changes init and batch order
+    seed: int = setting(0, "Seed of the rendered lines.", check=NON_NEGATIVE_INT,
+                        option="--data-seed")
+    gaps: bool = setting(True, "Random wider gaps between characters.")
+    noise: float = setting(0.05, "Std of additive Gaussian noise, in ink units.",
+                           check=NON_NEGATIVE)
 
     def check(self) -> "DataConfig":
-        _expect(self.kind in DATASETS, "data", f"one of {', '.join(DATASETS)}", repr(self.kind))
-        _expect(len(self.charset) > 0 and len(set(self.charset)) == len(self.charset),
-                "charset", "a non-empty string of distinct characters", repr(self.charset))
-        _expect(1 <= self.min_len <= self.max_len, "min_len/max_len",
-                "1 <= min_len <= max_len", f"{self.min_len}, {self.max_len}")
-        _expect(self.height >= 16 and self.width >= self.height, "height/width",
-                "height >= 16 and width >= height", f"{self.height}x{self.width}")
-        _expect(self.train_size > 0 and self.test_size > 0, "train_size/test_size",
-                "positive sizes", f"{self.train_size}, {self.test_size}")
-        if self.kind == "digits":
-            _expect(set(self.charset) <= set("0123456789"), "charset",
-                    "digits only for --data digits", repr(self.charset))
-        return self
+        return check_config(self)
+
+    def relations(self) -> list[tuple[str, bool, str, object]]:
+        """Checks across fields, for ``check_config``: (field, holds, expected, got)."""
+        return [("max_len", self.min_len <= self.max_len, f">= min_len ({self.min_len})",
+                 self.max_len),
+                ("width", self.width >= self.height, f">= height ({self.height})", self.width),
+                ("charset", self.kind != "digits" or set(self.charset) <= set("0123456789"),
+                 "digits only for data kind 'digits'", self.charset)]
 
 
 def _expect(ok: bool, name: str, expected: str, got) -> None:

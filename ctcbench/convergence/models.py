@@ -20,19 +20,24 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ctcbench.convergence.config import at_least, setting
+
 
 @dataclass
 class ModelConfig:
-    name: str = "crnn"
-    num_classes: int = 11  # charset + blank
-    height: int = 32
-    width: int = 128  # only the per-position model needs a fixed width
-    max_len: int = 8  # only the per-position model uses it
-    batchnorm: bool = False
-    channels: int = 16  # width of the first conv block; later blocks double it (capped)
-    hidden: int = 128  # LSTM hidden size per direction
-    window: int = 16  # linecnn window width (pixels)
-    stride: int = 4  # linecnn window stride (pixels)
+    name: str = setting("crnn", "Model architecture.", choices=lambda: MODELS, option="--model",
+                        grid="models")
+    num_classes: int = setting(11, "charset + blank", derived=True)
+    height: int = setting(32, "follows the data", derived=True)
+    width: int = setting(128, "follows the data; only the per-position model needs a fixed width",
+                         derived=True)
+    max_len: int = setting(8, "follows the data; only the per-position model uses it", derived=True)
+    batchnorm: bool = setting(False, "BatchNorm in the conv blocks (crnn, linecnn*, perpos).")
+    channels: int = setting(16, "Width of the first conv block, later blocks double it "
+                            "(32 = the ~640k-parameter CRNN).", check=at_least(1))
+    hidden: int = setting(128, "LSTM size per direction.", check=at_least(1))
+    window: int = setting(16, "linecnn window width in pixels.", check=at_least(1))
+    stride: int = setting(4, "linecnn window stride in pixels.", check=at_least(1))
 
 
 def _conv(cin: int, cout: int, bn: bool, stride=1) -> nn.Sequential:

@@ -18,7 +18,6 @@ Derived per run (``summarize``):
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -26,10 +25,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, at_least,
+                                         check_config, expect, in_unit_interval, setting)
 from ctcbench.convergence.ctc import TRAIN_REDUCTIONS, ctc_loss_fn
-from ctcbench.convergence.data import DATASETS, DataConfig, Pool, load_pool
+from ctcbench.convergence.data import DataConfig, Pool, load_pool
 from ctcbench.convergence.decode import beam_decode, error_rates
-from ctcbench.convergence.models import MODELS, ModelConfig, build_model, num_params
+from ctcbench.convergence.models import ModelConfig, build_model, num_params
 from ctcbench.core.ctcmath import greedy_decode
 from ctcbench.runstore import RowLog, to_json
 
@@ -47,50 +48,36 @@ OPTIMIZERS = {
 
 @dataclass
 class TrainConfig:
-    optimizer: str = "rmsprop"
-    lr: float = 1e-3
-    beta1: float = 0.9  # adam/adamw
-    beta2: float = 0.999  # adam/adamw
-    alpha: float = 0.99  # rmsprop smoothing
-    momentum: float = 0.0  # rmsprop/sgd
-    weight_decay: float = 0.0
-    clip: float = 0.0  # max gradient norm; 0 = no clipping
-    warmup: int = 0  # linear learning-rate warm-up steps
-    steps: int = 600
-    batch_size: int = 32
-    eval_every: int = 25
-    reduction: str = "mean"
-    ctc_backend: str = "torch"
-    seed: int = 0
-    threads: int = 1
-    beam: int = 0  # >0: also score the held-out set with prefix beam search at the end
+    """Everything one training run depends on. Each field is a ``setting``: its option,
+    config-file key and check come from here (see ctcbench.convergence.config)."""
+
+    optimizer: str = setting("rmsprop", "Optimizer (tuned by --beta1, --beta2, --alpha, "
+                             "--momentum, --weight-decay).", choices=lambda: OPTIMIZERS,
+                             grid="optimizers")
+    lr: float = setting(1e-3, "Learning rate.", check=POSITIVE, grid="lrs")
+    beta1: float = setting(0.9, "Adam/AdamW beta1.", check=in_unit_interval(closed=False))
+    beta2: float = setting(0.999, "Adam/AdamW beta2.", check=in_unit_interval(closed=False))
+    alpha: float = setting(0.99, "RMSprop smoothing.", check=in_unit_interval(closed=True))
+    momentum: float = setting(0.0, "RMSprop/SGD momentum.", check=NON_NEGATIVE)
+    weight_decay: float = setting(0.0, "Weight decay (every optimizer).", check=NON_NEGATIVE)
+    clip: float = setting(0.0, "Max gradient norm (0 = off).", check=NON_NEGATIVE)
+    warmup: int = setting(0, "Linear lr warm-up steps.", check=at_least(0))
+    steps: int = setting(600, "Training steps per run.", check=at_least(1))
+    batch_size: int = setting(32, "Lines per step.", check=at_least(1))
+    eval_every: int = setting(25, "Steps between held-out evaluations.", check=at_least(1))
+    reduction: str = setting("mean", "Reduction of the CTC loss over the batch.",
+                             choices=lambda: TRAIN_REDUCTIONS)
+    ctc_backend: str = setting("torch", "Registry backend for the loss (numpy = float64 "
+                               "reference, slow).")
+    seed: int = setting(0, "Seed for init and batch order.", check=NON_NEGATIVE_INT, grid="seeds")
+    threads: int = setting(1, "Torch threads per run.", check=at_least(1))
+    beam: int = setting(0, "Also score the final model with prefix beam search of this width.",
+                        check=at_least(0, " (0 = greedy only)"))
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
 
     def check(self) -> "TrainConfig":
-        _expect(self.optimizer in OPTIMIZERS, "optimizer", f"one of {', '.join(OPTIMIZERS)}",
-                repr(self.optimizer))
-        _expect(self.lr > 0 and math.isfinite(self.lr), "lr", "a positive number", self.lr)
-        _expect(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta1/beta2", "values in [0, 1)",
-                f"{self.beta1}, {self.beta2}")
-        _expect(self.steps >= 1, "steps", ">= 1", self.steps)
-        _expect(self.batch_size >= 1, "batch_size", ">= 1", self.batch_size)
-        _expect(self.eval_every >= 1, "eval_every", ">= 1", self.eval_every)
-        _expect(self.threads >= 1, "threads", ">= 1", self.threads)
-        _expect(self.clip >= 0 and self.warmup >= 0, "clip/warmup", "values >= 0",
-                f"{self.clip}, {self.warmup}")
-        _expect(0 <= self.alpha <= 1, "alpha", "a value in [0, 1]", self.alpha)
-        _expect(self.momentum >= 0 and self.weight_decay >= 0, "momentum/weight_decay",
-                "values >= 0", f"{self.momentum}, {self.weight_decay}")
-        _expect(self.beam >= 0, "beam", ">= 0 (0 = greedy only)", self.beam)
-        _expect(self.model.channels >= 1 and self.model.hidden >= 1, "channels/hidden",
-                "values >= 1", f"{self.model.channels}, {self.model.hidden}")
-        _expect(self.reduction in TRAIN_REDUCTIONS, "reduction",
-                f"one of {', '.join(TRAIN_REDUCTIONS)}", repr(self.reduction))
-        _expect(self.model.name in MODELS, "model", f"one of {', '.join(MODELS)}",
-                repr(self.model.name))
-        self.data.check()
-        return self
+        return check_config(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
@@ -104,11 +91,6 @@ class TrainConfig:
 # curve.jsonl spells inf/nan as strings (JSON has no such numbers); these fields read back as floats
 CURVE_FLOATS = ("train_loss", "test_loss", "cer", "seq_acc", "blank_frac", "emitted", "grad_norm",
                 "update_norm", "lr", "cpu_s", "wall_s")
-
-
-def _expect(ok, name, expected, got):
-    if not ok:
-        raise ValueError(f"{name}: expected {expected}, got {got}")
 
 
 def _sync_model_config(cfg: TrainConfig) -> None:
@@ -126,7 +108,7 @@ def check_fits(cfg: TrainConfig) -> None:
     model = build_model(cfg.model)
     if model.ctc:
         T = model.frames(cfg.data.width)
-        _expect(cfg.data.max_len <= T, "max_len",
+        expect(cfg.data.max_len <= T, "data.max_len",
                 f"at most {T} (the frames {cfg.model.name} gives a {cfg.data.width}-px line)",
                 cfg.data.max_len)
 

@@ -54,32 +54,34 @@ def test_table_output_and_resume(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--optimizer", "lbfgs"], "optimizer: expected one of adam, rmsprop"),
+    (["--optimizer", "lbfgs"], "--optimizer: expected one of adam, rmsprop"),
     (["--lr", "fast"], "expected a comma-separated list of float, got 'fast'"),
-    (["--model", "vgg"], "model: expected one of linecnn"),
-    (["--ctc-backend", "nope"], "unknown backend 'nope'"),
-    pytest.param(["--ctc-backend", "torch-cuda"], "ctc-backend: no CUDA device",
+    (["--model", "vgg"], "--model: expected one of linecnn"),
+    (["--ctc-backend", "nope"], "--ctc-backend: unknown backend 'nope'"),
+    pytest.param(["--ctc-backend", "torch-cuda"], "--ctc-backend: no CUDA device",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")),
-    (["--min-len", "5", "--max-len", "2"], "min_len/max_len: expected 1 <= min_len <= max_len"),
-    (["--jobs", "0"], "jobs: expected >= 1, got 0"),
-    (["--beam", "-1"], "beam: expected >= 0"),
-    (["--channels", "0"], "channels/hidden: expected values >= 1"),
-    (["--hidden", "0"], "channels/hidden: expected values >= 1"),
-    (["--momentum", "-1"], "momentum/weight_decay: expected values >= 0"),
-    (["--weight-decay", "-1"], "momentum/weight_decay: expected values >= 0"),
-    (["--alpha", "2"], "alpha: expected a value in [0, 1]"),
+    (["--min-len", "5", "--max-len", "2"], "--max-len: expected >= min_len (5), got 2"),
+    (["--jobs", "0"], "--jobs: expected >= 1, got 0"),
+    (["--beam", "-1"], "--beam: expected >= 0 (0 = greedy only), got -1"),
+    (["--channels", "0"], "--channels: expected >= 1, got 0"),
+    (["--hidden", "0"], "--hidden: expected >= 1, got 0"),
+    (["--momentum", "-1"], "--momentum: expected a value >= 0, got -1.0"),
+    (["--weight-decay", "-1"], "--weight-decay: expected a value >= 0, got -1.0"),
+    (["--alpha", "2"], "--alpha: expected a value in [0, 1], got 2.0"),
     (["--seed", "0,0"], "expected distinct values, got '0,0'"),
     (["--lr", "1e-3,0.001"], "expected distinct values, got '1e-3,0.001'"),
-    (["--lr", "0.001,0.0010000001"], "lr: expected rates that differ in 6 significant digits"),
+    (["--lr", "0.001,0.0010000001"], "--lr: expected rates that differ in 6 significant digits"),
     # a 16-px window every 4 px over a 128-px line: (128 - 16) / 4 + 1 = 29 frames
-    (["--model", "linecnn", "--min-len", "30", "--max-len", "30"], "max_len: expected at most 29"),
+    (["--model", "linecnn", "--min-len", "30", "--max-len", "30"], "--max-len: expected at most 29"),
 ])
 def test_bad_options_are_clean_errors(tmp_path, args, message):
-    """Bad options end with one clear error line and a non-zero exit, no traceback."""
+    """Bad options end with one clear error line naming the option and a non-zero exit, no
+    traceback, before the run folder is made."""
     res = _run([*args, "--out", str(tmp_path / "x"), "--cache-dir", str(tmp_path / "cache")])
     assert res.exit_code != 0
     assert message in res.output
     assert "Traceback" not in res.output
+    assert not (tmp_path / "x").exists()
 
 
 def test_resume_needs_a_run_folder(tmp_path):
