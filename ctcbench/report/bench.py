@@ -37,7 +37,8 @@ def bench_context(run_dir: Path, meta: dict) -> dict:
     threads = {k: config[k] for k in ("threads", "torch_threads", "numpy_blas_threads")
                if k in config}
     backends = list(dict.fromkeys(r["backend"] for r in rows))
-    return {"rows": shown, "skipped": skipped, "backends": backends,
+    return {"rows": shown, "skipped": skipped,
+            "all_ok": all(r.get("status") == "ok" for r in shown), "backends": backends,
             "scaling": bench_scaling(shown), "threads": threads,
             "settings": {k: config[k] for k in ("grid", "repeat", "warmup", "dtype", "reference")
                          if k in config}}

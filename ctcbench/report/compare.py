@@ -70,11 +70,8 @@ def compare_context(run_dir: Path, meta: dict) -> dict:
         rows.append({"case": case, "family": entry["family"], "cells": by_backend,
                      "rank": worst_rank, "failing": worst_rank < len(FAILING)})
     rows.sort(key=lambda r: (r["rank"], r["family"], r["case"]))
-    margins = None
-    if cells:
-        from ctcbench.compare.plot import plot_margins
-        from ctcbench.report.figures import written_uri
-        margins = written_uri(lambda path: plot_margins(df, path))
+    from ctcbench.report.figures import compare_margins
+    margins = compare_margins(cells)
     versions = config.get("backend_versions", {})
     return {"summary": summary, "backends": backends, "matrix": rows,
             "not_run": per_backend, "margins": margins, "versions": versions,

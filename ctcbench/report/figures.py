@@ -71,6 +71,7 @@ def bench_scaling(rows: list[dict]) -> str | None:
                               (right, "ns per DP cell", "cost per DP cell")):
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_log(ax.xaxis)
         _plain_log(ax.yaxis)
         ax.set_xlabel("DP cells T·N·S (S = 2L+1)")
         ax.set_ylabel(ylabel)
@@ -122,4 +123,38 @@ def convergence_bands(curves, plateau_ends: dict) -> str | None:
     axes[0, 0].plot([], [], color="grey", ls=":", label="plateau end (one line per seed)")
     axes[0, 0].legend(fontsize=8, frameon=False)
     fig.tight_layout()
+    return png_uri(fig)
+
+
+MARKS = {"mismatch": "×", "error": "E", "crashed": "C", "timeout": "T", "known": "k",
+         "unsupported": "u"}
+
+
+def compare_margins(rows: list[dict]) -> str | None:
+    """Heat map of log10(worst error / tolerance), cases x backend:dtype, sized to its labels
+    (> 0 failed). Marks: × mismatch, E error, C crashed, T timeout, k known, u unsupported."""
+    rows = [r for r in rows if r.get("case") != "*"]
+    if not rows:
+        return None
+    plt = pyplot()
+    cases = sorted({r["case"] for r in rows}, key=lambda c: next(
+        (r.get("family") or "", c) for r in rows if r["case"] == c))
+    columns = sorted({f"{r['backend']}:{r['dtype']}" for r in rows})
+    grid = np.full((len(cases), len(columns)), np.nan)  # (cases, backend:dtype)
+    fig, ax = plt.subplots(figsize=(max(6.5, 3.2 + 0.55 * len(columns)), 1.2 + 0.26 * len(cases)))
+    for r in rows:
+        i, j = cases.index(r["case"]), columns.index(f"{r['backend']}:{r['dtype']}")
+        margin = r.get("margin")
+        if r["status"] in ("ok", "mismatch", "known") and margin is not None:
+            grid[i, j] = np.log10(max(float(margin), 1e-12)) if np.isfinite(margin) else 3.0
+        if r["status"] in MARKS:
+            ax.text(j, i, MARKS[r["status"]], ha="center", va="center", fontsize=9,
+                    fontweight="bold")
+    image = ax.imshow(np.clip(grid, -8, 2), cmap="RdYlGn_r", vmin=-8, vmax=2, aspect="auto",
+                      interpolation="nearest")
+    ax.set_xticks(range(len(columns)), columns, rotation=40, ha="right", fontsize=8)
+    ax.set_yticks(range(len(cases)), cases, fontsize=8)
+    bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    bar.set_label("log10(error / tolerance)", fontsize=8)
+    bar.ax.tick_params(labelsize=8)
     return png_uri(fig)

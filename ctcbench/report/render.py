@@ -12,7 +12,7 @@ from ctcbench.report.kinds import read_meta, run_kind
 def environment():
     import jinja2
     env = jinja2.Environment(loader=jinja2.PackageLoader("ctcbench.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(FILTERS)
     return env
