@@ -134,18 +134,23 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a PNG of the first samples' frames (probabilities, blank, "
                    "greedy emissions).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the findings, their evidence and fixes and the frames plot "
+                   "as one HTML page.")
 @library_errors
-def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
+def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path):
     """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
     from ctcbench.doctor.diagnose import diagnose
     from ctcbench.doctor.explain import explain_perfect_vs_blank
     from ctcbench.doctor.load import load_inputs
     from ctcbench.runstore import to_json
-    if plot_path:  # before any work, so a bad path cannot fail a clean diagnosis at the end
-        folder = Path(plot_path).parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise click.ClickException(f"--plot: expected a PNG path in an existing, writable "
-                                   f"folder, got {plot_path!r} ({folder} "
+    if explain and html_path:
+        raise click.UsageError("--html: expected a diagnosis, got --explain-perfect-vs-blank")
+    for option, path, what in (("--plot", plot_path, "a PNG"), ("--html", html_path, "an HTML")):
+        folder = Path(path or ".").parent  # checked before any work, so a bad path cannot
+        if path and (not folder.is_dir() or not os.access(folder, os.W_OK)):  # fail it at the end
+            raise click.ClickException(f"{option}: expected {what} path in an existing, writable "
+                                   f"folder, got {path!r} ({folder} "
                                    f"{'is not writable' if folder.is_dir() else 'does not exist'})")
     inputs = load_inputs(file)
     if blank is not None:
@@ -158,6 +163,10 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path):
     if plot_path:
         from ctcbench.doctor.plot import plot_frames
         click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)
+    if html_path:
+        from ctcbench.report import write_doctor_report
+        html = write_doctor_report(result, inputs, html_path, layout=layout, source=file)
+        click.echo(f"report: {html}", err=True)
     if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
         raise SystemExit(1)
 
@@ -266,6 +275,18 @@ def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings
     click.echo("")
     click.echo(optimizer_table(summary).to_string(index=False, **floats))
     click.echo(f"\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})")
+
+
+@cli.command()
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
+                type=click.Path(file_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="HTML file to write [default: RUN_DIR/report.html for one folder].")
+@library_errors
+def report(run_dirs, out):
+    """Write one self-contained HTML page for compare, bench or convergence run folders."""
+    from ctcbench.report import write_report
+    click.echo(f"report: {write_report([Path(d) for d in run_dirs], out)}")
 
 
 @cli.command()

@@ -433,6 +433,8 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int =
     (run.run_dir / "bench.json").write_text(to_json(run.rows, indent=1) + "\n")
     files = [run.run_dir / "bench.csv", run.run_dir / "bench.json",
              *bench_plots(run.rows, run.run_dir)]
+    from ctcbench.report import write_report
+    files.append(write_report([run.run_dir]))  # report.html: the run folder as one page
     return BenchReport(run.run_dir, run.rows, regressions, files, run.resumed)
 
 

@@ -349,6 +349,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     if plot and (df["case"] != "*").any():
         from ctcbench.compare.plot import plot_margins
         plot_margins(df, run_dir / "margins.png")
+    from ctcbench.report import write_report
+    write_report([run_dir])  # report.html: the run folder as one page
     df.attrs["run_dir"] = str(run_dir)
     return df
 

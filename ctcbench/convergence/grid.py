@@ -126,6 +126,8 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
         bar.close()
     summary = pd.DataFrame([summaries[name] for name, _ in configs])
     export(run_dir, [name for name, _ in configs], summary)
+    from ctcbench.report import write_report
+    write_report([run_dir])  # report.html: the run folder as one page
     return run_dir, summary
 
 

@@ -1,0 +1,65 @@
+"""A bench run folder as report context: a sortable table (time, ns per DP cell, ratio to
+torch, memory), the scaling plots, threads; and a before/after table for two bench runs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ctcbench.report.format import number
+
+SIZE = ("T", "N", "C", "L")
+FIELDS = ("backend", *SIZE, "cells", "dtype", "status", "reason", "time_median_s", "time_min_s",
+          "time_max_s", "ns_per_cell", "ratio_to_torch", "ratio_min", "ratio_max",
+          "peak_rss_mb")  # every row has each (None when not measured), as the table shows them
+
+
+def bench_rows(run_dir: Path) -> list[dict]:
+    """The latest row per (backend, size, dtype), smallest sizes first."""
+    from ctcbench.bench.run import KEY
+    from ctcbench.runstore import RowLog
+    run_dir = Path(run_dir)
+    rows = RowLog(run_dir / "rows.jsonl").rows()
+    if not rows and (run_dir / "bench.json").is_file():
+        rows = json.loads((run_dir / "bench.json").read_text(encoding="utf-8"))
+    latest = {tuple(r.get(k) for k in KEY): r for r in rows}
+    rows = [{**{k: None for k in FIELDS}, **r} for r in latest.values()]
+    return sorted(rows, key=lambda r: (r.get("cells") or 0, *(r.get(k) or 0 for k in SIZE),
+                                                  r.get("backend", "")))
+
+
+def bench_context(run_dir: Path, meta: dict) -> dict:
+    from ctcbench.report.figures import bench_scaling
+    rows = bench_rows(run_dir)
+    config = meta.get("config", {})
+    skipped = [r for r in rows if r.get("status") == "skipped"]
+    skipped = list({r["backend"]: r for r in skipped}.values())  # once per backend
+    shown = [r for r in rows if r.get("status") != "skipped"]
+    threads = {k: config[k] for k in ("threads", "torch_threads", "numpy_blas_threads")
+               if k in config}
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    return {"rows": shown, "skipped": skipped,
+            "all_ok": all(r.get("status") == "ok" for r in shown), "backends": backends,
+            "scaling": bench_scaling(shown), "threads": threads,
+            "settings": {k: config[k] for k in ("grid", "repeat", "warmup", "dtype", "reference")
+                         if k in config}}
+
+
+def before_after(before: list[dict], after: list[dict]) -> list[dict]:
+    """One row per (backend, size, dtype) measured in both runs: both medians and after/before
+    ratios of time and peak memory (> 1: slower / more memory after)."""
+    def key(r):
+        return (r.get("backend"), *(r.get(k) for k in SIZE), r.get("dtype"))
+    old = {key(r): r for r in before if r.get("status") == "ok"}
+    out = []
+    for r in after:
+        o = old.get(key(r))
+        if o is None or r.get("status") != "ok":
+            continue
+        t0, t1 = number(o.get("time_median_s")), number(r.get("time_median_s"))
+        m0, m1 = number(o.get("peak_rss_mb")), number(r.get("peak_rss_mb"))
+        out.append({**{k: r.get(k) for k in ("backend", *SIZE, "cells", "dtype")},
+                    "before_s": t0, "after_s": t1,
+                    "time_ratio": t1 / t0 if t0 and t1 is not None else None,
+                    "before_mb": m0, "after_mb": m1,
+                    "memory_ratio": m1 / m0 if m0 and m1 is not None else None})
+    return out
