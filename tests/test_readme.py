@@ -41,7 +41,7 @@ def test_plugin_example_passes_the_whole_case_library(tmp_path):
     exec(python_block_after("A complete plugin"), namespace)
     ctcbench.register("readme-plugin", namespace["MyCTC"])
     try:
-        rows = compare(["readme-plugin"], dtypes=["float64"], out=tmp_path, progress=False)
+        rows = compare(["readme-plugin"], dtypes=["float64"], out=tmp_path, progress=False).rows
     finally:
         registry._registered.pop("readme-plugin")
     bad = rows[~rows.status.isin(["ok", "unsupported"])]

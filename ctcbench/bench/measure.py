@@ -15,146 +15,20 @@ the sampling interval, nor memory the allocator still held from an earlier call.
 """
 from __future__ import annotations
 
-import csv
 import ctypes
-import json
 import os
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
-from ctcbench.core.problem import CTCProblem
+from ctcbench.bench.sizes import Size, expect, make_problem
 from ctcbench.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
                                get_backend)
-from ctcbench.runstore import RowLog, new_run_dir, read_text, write_meta
 from ctcbench.worker import THREADS_ENV
 
 REFERENCE = "torch"  # every ratio is to this backend, measured in the same run
-DTYPES = ("float32", "float64")
-
-
-@dataclass(frozen=True)
-class Size:
-    """One benchmark size: ``T`` frames, ``N`` batch, ``C`` classes (blank included),
-    ``L`` labels per target (every target has exactly L labels, every input T frames)."""
-
-    T: int
-    N: int
-    C: int
-    L: int
-
-    @property
-    def cells(self) -> int:
-        """Dynamic-programming cells of one pass, ``T * N * S`` with ``S = 2L + 1``."""
-        return self.T * self.N * (2 * self.L + 1)
-
-    @property
-    def label(self) -> str:
-        return f"T={self.T} N={self.N} C={self.C} L={self.L}"
-
-
-# The issue's four sizes for the NumPy-vs-torch target.
-TARGET_SIZES = [Size(1000, 32, 100, 200), Size(200, 16, 50, 40), Size(50, 8, 20, 10),
-                Size(1000, 8, 5000, 100)]
-
-
-def _sweeps(base: Size, **values) -> list[Size]:
-    """``base`` with one letter varied at a time, e.g. ``T=[100, 200]``."""
-    out = []
-    for letter, vals in values.items():
-        out += [Size(**{**asdict(base), letter: v}) for v in vals]
-    return out
-
-
-def _unique(sizes) -> list[Size]:
-    return list(dict.fromkeys(sizes))
-
-
-GRIDS: dict[str, list[Size]] = {
-    "small": [Size(50, 8, 20, 10), Size(100, 8, 30, 20), Size(200, 16, 50, 40)],
-    # how cost grows with T, with L (S = 2L + 1), with C (up to 5000) and with N
-    "default": _unique(
-        _sweeps(Size(200, 16, 50, 40), T=[50, 100, 200, 400, 800], L=[10, 40, 80],
-                C=[20, 50, 500, 5000], N=[1, 4, 16, 64]) + TARGET_SIZES),
-    "targets": list(TARGET_SIZES),
-    "large": _unique(
-        _sweeps(Size(1000, 32, 100, 200), T=[250, 500, 1000, 2000, 4000], L=[50, 200, 400],
-                C=[100, 1000, 10000], N=[8, 32, 128]) + TARGET_SIZES),
-}
-
-
-def _expect(ok: bool, name: str, expected: str, got) -> None:
-    if not ok:
-        raise ValueError(f"{name}: expected {expected}, got {got}")
-
-
-def check_size(size: Size, where: str = "size") -> Size:
-    for letter in "TNCL":
-        v = getattr(size, letter)
-        _expect(isinstance(v, (int, np.integer)) and not isinstance(v, bool), f"{where} {letter}",
-                "an integer", repr(v))
-    _expect(size.T >= 1 and size.N >= 1, where, "T >= 1 and N >= 1", size.label)
-    _expect(size.L >= 0 and size.T >= size.L, where, "0 <= L <= T (every target must fit)",
-            size.label)
-    _expect(size.C >= (3 if size.L > 1 else 2), where,
-            "C >= 3 (blank plus two labels, so targets need no adjacent repeats)", size.label)
-    return size
-
-
-def load_grid(grid: str) -> list[Size]:
-    """A named grid (``small``, ``default``, ``targets``, ``large``) or a JSON/CSV file of
-    T, N, C, L rows."""
-    if grid in GRIDS:
-        return list(GRIDS[grid])
-    path = Path(grid)
-    if not path.is_file():
-        raise FileNotFoundError(f"grid: expected one of {', '.join(GRIDS)} or a JSON/CSV file, "
-                                f"got {grid!r} (no such file)")
-    text = read_text(path, f"grid {path}")
-    if path.suffix.lower() == ".json":
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"grid {path}: expected JSON, got a parse error ({exc})") from None
-    else:
-        records = [{(k or "").strip(): v for k, v in rec.items()}  # "T, N, C, L" headers too
-                   for rec in csv.DictReader(text.splitlines())]
-    _expect(isinstance(records, list) and len(records) > 0, f"grid {path}",
-            "a non-empty list of {T, N, C, L} rows", type(records).__name__ if not isinstance(
-                records, list) else "an empty list")
-    sizes = []
-    for i, rec in enumerate(records):
-        where = f"grid {path} row {i + 1}"
-        _expect(isinstance(rec, dict) and set("TNCL") <= set(rec), where,
-                "fields T, N, C, L", rec)
-        try:
-            values = {k: int(str(rec[k]).strip()) for k in "TNCL"}
-        except ValueError:
-            raise ValueError(f"{where}: expected integers for T, N, C, L, got "
-                             f"{ {k: rec[k] for k in 'TNCL'} }") from None
-        sizes.append(check_size(Size(**values), where))
-    return _unique(sizes)
-
-
-def make_problem(size: Size, *, dtype: str = "float64", seed: int = 0) -> CTCProblem:
-    """A random full-length problem of this size: logits N(0, 2^2), blank 0, every target
-    exactly ``L`` labels with no adjacent repeats (so it fits in ``T >= L`` frames)."""
-    check_size(size)
-    _expect(dtype in DTYPES, "dtype", f"one of {', '.join(DTYPES)}", dtype)
-    T, N, C, L = size.T, size.N, size.C, size.L
-    rng = np.random.default_rng(seed)
-    logits = (rng.normal(size=(T, N, C)) * 2.0).astype(dtype)  # (T, N, C)
-    targets = np.empty((N, L), dtype=np.int64)  # (N, L)
-    if L:
-        targets[:, 0] = rng.integers(1, C, size=N)
-        for l in range(1, L):  # a label other than blank and the previous one
-            step = rng.integers(1, C - 1, size=N)
-            targets[:, l] = (targets[:, l - 1] - 1 + step) % (C - 1) + 1
-    return CTCProblem(logits, targets, np.full(N, T), np.full(N, L))
 
 
 # -- threads -------------------------------------------------------------------------------
@@ -166,7 +40,7 @@ def set_threads(n: int) -> dict:
     environment variables are set, which only reach libraries loaded after this call.
     ``CTCBENCH_THREADS`` is set too, so isolated backends' workers started later use ``n``.
     """
-    _expect(isinstance(n, int) and n >= 1, "threads", "an integer >= 1", n)
+    expect(isinstance(n, int) and n >= 1, "threads", "an integer >= 1", n)
     done = {"threads": n}
     # CTCBENCH_THREADS reaches the frameworks' own thread pools in worker processes (TF, JAX)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", THREADS_ENV):
@@ -238,7 +112,7 @@ def peak_rss_delta(fn, *, interval: float = 0.0005) -> float | None:
     return float(peak[0] - start)
 
 
-# -- the run -------------------------------------------------------------------------------
+# -- measuring ---------------------------------------------------------------------------
 MIN_MEASUREMENT_S = 0.05  # a measurement loops a small size until it takes about this long
 
 
@@ -333,7 +207,7 @@ def resolve_backends(names=()) -> dict:
     names = list(dict.fromkeys(names or backend_names()))
     known = set(backend_names())
     unknown = [n for n in names if n not in known]
-    _expect(not unknown, "backend", f"one of {', '.join(sorted(known))}", ", ".join(unknown))
+    expect(not unknown, "backend", f"one of {', '.join(sorted(known))}", ", ".join(unknown))
     if REFERENCE not in names:
         names.append(REFERENCE)
     out = {}
@@ -345,130 +219,3 @@ def resolve_backends(names=()) -> dict:
         except Exception as exc:  # a broken plugin must not hide the others
             out[name] = ("skipped", f"failed to load: {type(exc).__name__}: {exc}")
     return out
-
-
-KEY = ("backend", "T", "N", "C", "L", "dtype")
-FAILED = ("error", "crashed", "timeout")
-
-
-@dataclass
-class BenchRun:
-    run_dir: Path
-    rows: list[dict]
-    resumed: int  # sizes found done in the run folder and not measured again
-
-
-def run_bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int = 1,
-              dtype: str = "float64", out=None, warmup: int = 1, seed: int = 0,
-              progress: bool = True) -> BenchRun:
-    """Measure every backend at every size of ``grid``; rows go to ``rows.jsonl`` in the run
-    folder as each size finishes, so a run given the same ``out`` resumes where it stopped."""
-    _expect(isinstance(repeat, int) and repeat >= 1, "repeat", "an integer >= 1", repeat)
-    _expect(dtype in DTYPES, "dtype", f"one of {', '.join(DTYPES)}", dtype)
-    sizes = load_grid(grid)
-    thread_info = set_threads(threads)
-    resolved = resolve_backends(backends)
-    run_dir = new_run_dir("bench", out)
-    log = RowLog(run_dir / "rows.jsonl")
-    _expect(all(set(KEY) <= set(r) for r in log.rows()), "--out",
-            "a new folder or one of an earlier bench run", f"{str(out)!r}, whose rows.jsonl "
-            "holds rows of another kind (a compare or convergence run?)")
-    # a failed row (error, crashed, timeout) may be transient, and one of another --repeat is
-    # not this measurement: a resumed run measures both again
-    done = {tuple(r.get(k) for k in KEY) for r in log.rows()
-            if r.get("status") not in FAILED and r.get("repeat") == repeat}
-    config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),
-              "repeat": repeat, "warmup": warmup, "dtype": dtype, "seed": seed,
-              "reference": REFERENCE, **thread_info}
-    write_meta(run_dir, config)
-
-    todo = [s for s in sizes
-            if any((name, s.T, s.N, s.C, s.L, dtype) not in done for name in resolved)]
-    from tqdm import tqdm
-    bar = tqdm(todo, desc="bench", unit="size", file=sys.stderr, disable=not progress)
-    for size in bar:
-        bar.set_postfix_str(size.label)
-        for row in measure_size(resolved, size, dtype=dtype, repeat=repeat, warmup=warmup,
-                                seed=seed):
-            log.append(row)
-    bar.close()
-    wanted = {(name, s.T, s.N, s.C, s.L, dtype) for s in sizes for name in resolved}
-    latest = {}
-    for row in log.rows():
-        key = tuple(row.get(k) for k in KEY)
-        if key in wanted:
-            latest[key] = row
-    rows = sorted(latest.values(), key=lambda r: (r["cells"], r["T"], r["N"], r["C"], r["L"],
-                                                  r["backend"]))
-    return BenchRun(run_dir, rows, len(sizes) - len(todo))
-
-
-# -- report --------------------------------------------------------------------------------
-@dataclass
-class BenchReport:
-    run_dir: Path
-    rows: list[dict]
-    regressions: list[str]  # one message per --fail-on limit exceeded
-    files: list[Path]
-    resumed: int
-
-
-def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int = 1,
-          dtype: str = "float64", out=None, baseline=None, fail_on=(),
-          progress: bool = True) -> BenchReport:
-    """Run the bench, compare with ``baseline`` if given, export tables and plots."""
-    from ctcbench.bench.baseline import compare, load_rows, parse_fail_on
-    from ctcbench.bench.plots import bench_plots
-    from ctcbench.runstore import to_json
-
-    rules = [parse_fail_on(spec) for spec in fail_on]  # bad options fail before any timing
-    _expect(baseline is not None or not rules, "fail-on", "a --baseline to compare with",
-            "no baseline")
-    old = load_rows(baseline) if baseline is not None else None
-    run = run_bench(backends=backends, grid=grid, repeat=repeat, threads=threads, dtype=dtype,
-                    out=out, progress=progress)
-    regressions = compare(run.rows, old, rules) if old is not None else []
-    import pandas as pd
-    pd.DataFrame(run.rows).to_csv(run.run_dir / "bench.csv", index=False)
-    (run.run_dir / "bench.json").write_text(to_json(run.rows, indent=1) + "\n")
-    files = [run.run_dir / "bench.csv", run.run_dir / "bench.json",
-             *bench_plots(run.rows, run.run_dir)]
-    return BenchReport(run.run_dir, run.rows, regressions, files, run.resumed)
-
-
-def _ms(x) -> str:
-    if x is None:
-        return ""
-    ms = x * 1e3
-    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
-
-
-def format_table(rows: list[dict]) -> str:
-    """A fixed-width table for people: one line per backend and size; backends skipped
-    everywhere (cannot run here) are listed once below it."""
-    skipped = {r["backend"]: r.get("reason") for r in rows if r.get("status") == "skipped"}
-    rows = [r for r in rows if r.get("status") != "skipped"]
-    has_base = any("change_time" in r for r in rows)
-    head = ["backend", "T", "N", "C", "L", "cells", "median ms", "min-max ms", "ns/cell",
-            "x torch [min-max]", "peak MiB"] + (["vs baseline"] if has_base else []) + ["status"]
-    lines = []
-    for r in rows:
-        ok = r.get("status") == "ok"
-        ratio = "" if r.get("ratio_to_torch") is None else (
-            f"{r['ratio_to_torch']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]")
-        peak = r.get("peak_rss_mb")
-        line = [r["backend"], r["T"], r["N"], r["C"], r["L"], r["cells"],
-                _ms(r.get("time_median_s")) if ok else "",
-                f"{_ms(r['time_min_s'])}-{_ms(r['time_max_s'])}" if ok else "",
-                f"{r['ns_per_cell']:.0f}" if ok else "", ratio,
-                "" if peak is None else f"{peak:.1f}"]
-        if has_base:
-            line.append(f"{r['change_time']:+.0%} time" if "change_time" in r else "")
-        line.append("ok" if ok else f"{r['status']}: {r.get('reason')}")
-        lines.append([str(x) for x in line])
-    widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
-              for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 or i == len(cells) - 1 else c.rjust(w)
-                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    notes = [f"skipped {name}: {reason}" for name, reason in skipped.items()]
-    return "\n".join([fmt(head), fmt(["-" * w for w in widths]), *map(fmt, lines), *notes])

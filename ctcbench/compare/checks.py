@@ -1,4 +1,4 @@
-"""The ``compare`` driver: every backend x case x dtype, checked for loss and gradient.
+"""Per-row checks of the ``compare`` driver: one backend on one (case, dtype), every variant.
 
 Each row is checked twice:
   * against the case's known answer (an independent oracle or a published value), mapped to
@@ -10,37 +10,24 @@ Status: ``ok``; ``mismatch`` (a check failed: the reason says which, by how much
 ``error`` (the backend raised); ``crashed`` / ``timeout`` (an isolated backend's worker
 process died, e.g. of SIGSEGV, or hung; it is restarted and the run goes on); ``known`` (a
 failure the backend lists in its ``known_issues``, ``{"case-glob/dtype-glob": why}``: an
-upstream bug that is recorded with its numbers but does not fail the gate); ``unsupported`` (``UnsupportedProblem``, a dtype the backend
-does not list, or an upstream gradient its ``run`` does not take); ``skipped`` (the backend
-cannot run here, with its reason). Rows go to ``rows.jsonl`` in the run folder as they are
-finished, so ``resume`` can pick up an interrupted run.
+upstream bug that is recorded with its numbers but does not fail the gate); ``unsupported``
+(``UnsupportedProblem``, a dtype the backend does not list, or an upstream gradient its
+``run`` does not take); ``skipped`` (the backend cannot run here, with its reason).
 """
 from __future__ import annotations
 
 import fnmatch
-import importlib.metadata
 import inspect
 import math
 import time
-import types
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
-from tqdm import tqdm
 
 from ctcbench.caselib.builders import Variant, to_problem, variants
-from ctcbench.caselib.library import Case, load_cases, select_cases
+from ctcbench.caselib.library import Case
 from ctcbench.caselib.expected import Answer, known_answer
-from ctcbench.core.problem import FLOAT_DTYPES
-from ctcbench.registry import (
-    BackendFailure,
-    BackendUnavailable,
-    UnsupportedProblem,
-    backend_names,
-    get_backend,
-)
-from ctcbench.runstore import RowLog, new_run_dir, to_json, write_meta
+from ctcbench.registry import BackendFailure, UnsupportedProblem
 
 REFERENCE = "numpy"
 STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",
@@ -248,216 +235,3 @@ def _check(backend, prep: Prepared, ref) -> dict:
             "reason": "; ".join(checks.failures[:3]) + (" ..." if len(checks.failures) > 3 else "")}
 
 
-def _versions(backends) -> dict:
-    """Versions of each backend's libraries: the package holding its implementation, the
-    modules it holds on to (e.g. ``self.torch``) and any names in its ``packages`` attribute."""
-    dists = importlib.metadata.packages_distributions()
-    out = {}
-    for b in backends:
-        tops = {type(b.impl).__module__.split(".")[0]}
-        tops |= {v.__name__.split(".")[0] for v in vars(b.impl).values()
-                 if isinstance(v, types.ModuleType)} if hasattr(b.impl, "__dict__") else set()
-        tops |= set(getattr(b.impl, "packages", ()))
-        out[b.name] = {}
-        for top in sorted(tops):
-            for d in dists.get(top, [top]):
-                try:
-                    out[b.name][d] = importlib.metadata.version(d)
-                except importlib.metadata.PackageNotFoundError:
-                    pass
-    return out
-
-
-def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
-            resume: bool = False, progress: bool | None = None, plot: bool = False) -> pd.DataFrame:
-    """Check backends on cases; one tidy row per (backend, case, dtype, device).
-
-    Args:
-      backends: backend names; default every registered backend (unavailable ones -> skipped).
-      cases: ``Case`` objects, or name globs selecting from ``case_dirs`` (default the
-        built-in library); default every case.
-      dtypes: restrict to these dtypes; default each case's own list.
-      out: run folder (default ``reports/compare-<UTC time>``); ``resume`` keeps the rows an
-        earlier run left in it and does only the rest; rows that ended in ``error``,
-        ``crashed`` or ``timeout`` may be transient and run again.
-      progress: tqdm bar on stderr; default only when stderr is a terminal.
-      plot: also save ``margins.png``, a heat map of error / tolerance (see compare_plot).
-    Returns:
-      The rows, failures first; ``df.attrs["run_dir"]`` is where they were written.
-    """
-    bad = [d for d in dtypes or () if d not in FLOAT_DTYPES]
-    if bad:
-        raise ValueError(f"dtypes: expected names from {', '.join(FLOAT_DTYPES)}, got {bad}")
-    if cases is None or all(isinstance(c, str) for c in cases):
-        cases = select_cases(load_cases(case_dirs), cases or None)
-    jobs = [(case, dtype) for case in cases for dtype in case.dtypes
-            if dtypes is None or dtype in dtypes]
-    preps = {}
-    for case, dtype in jobs:  # every case builds before anything runs: a bad file fails fast
-        try:
-            preps[case.name, dtype] = prepare(case, dtype)
-        except Exception as exc:
-            raise ValueError(f"case {case.name!r} in {case.source} ({dtype}): expected a "
-                             f"buildable case, got {type(exc).__name__}: {exc}") from None
-    names = list(dict.fromkeys(backends)) if backends else backend_names()
-    for name in names:
-        if name not in backend_names():
-            get_backend(name)  # raises KeyError listing the known names, before anything runs
-    run_dir = new_run_dir("compare", out)
-    log = RowLog(run_dir / "rows.jsonl")
-    # skipped rows are redone every run (the backend may be available now), failures that
-    # may be transient are run again; everything else is kept as it was.
-    kept = ([r for r in log.rows(floats=NUMBERS) if r.get("status") not in ("skipped",) + RERUN]
-            if resume else [])
-    if not resume and log.path.exists():
-        log.path.unlink()
-    done = {tuple(r.get(k) for k in KEY) for r in kept}
-
-    rows, ready = [], []
-    for name in names:
-        try:
-            ready.append(get_backend(name))
-        except BackendUnavailable as exc:
-            rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
-                         "status": "skipped", "reason": str(exc)})
-        except KeyError:
-            raise
-        except Exception as exc:  # a broken plugin is an error, not a crash of the run
-            rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
-                         "status": "error",
-                         "reason": f"failed to load: {type(exc).__name__}: {exc}"})
-    for row in rows:
-        log.append(row)
-    ref = None
-    try:
-        ref = get_backend(REFERENCE)
-    except Exception:  # rows will say the reference failed
-        pass
-    for backend in ready:
-        _warm_up(backend)
-    write_meta(run_dir, {"driver": "compare", "backends": names, "reference": REFERENCE,
-                         "cases": [c.name for c in cases], "dtypes": list(dtypes or []),
-                         "backend_versions": _versions(ready), "resumed_rows": len(kept)})
-    bar = tqdm(total=len(jobs) * len(ready), desc="compare", unit="run", leave=False,
-               disable=None if progress is None else not progress)
-    for case, dtype in jobs:
-        prep = preps[case.name, dtype]
-        for backend in ready:
-            device = getattr(backend.impl, "device", "cpu")
-            if (backend.name, case.name, dtype, device) not in done:
-                row = check(backend, prep, ref)
-                log.append(row)
-                rows.append(row)
-            bar.update()
-        prep.reference = None  # the reference's tables can be large; done with this case
-    bar.close()
-    df = tidy(kept + rows)
-    (run_dir / "rows.csv").write_text(to_csv(df))
-    (run_dir / "rows.json").write_text(to_json(df_records(df), indent=1) + "\n")
-    if plot and (df["case"] != "*").any():
-        from ctcbench.compare.plot import plot_margins
-        plot_margins(df, run_dir / "margins.png")
-    df.attrs["run_dir"] = str(run_dir)
-    return df
-
-
-def _warm_up(backend) -> None:
-    """One tiny run first, so one-off start-up costs (lazy imports, kernels) stay out of time_s."""
-    from ctcbench.core.problem import CTCProblem
-    problem = CTCProblem(np.zeros((2, 1, 3), np.float32), [[1]], [2], [1])
-    try:
-        backend.run(problem)
-    except Exception:  # the real rows will report whatever is wrong
-        pass
-
-
-def tidy(rows: list[dict]) -> pd.DataFrame:
-    """Rows as a DataFrame with every column, one row per key, failures first. Columns hold
-    objects, so a value that does not apply (None) stays apart from a NaN result."""
-    df = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS),
-                      dtype=object)
-    df = df.drop_duplicates(subset=list(KEY), keep="last")
-    rank = df["status"].map({s: i for i, s in enumerate(STATUS_ORDER)})
-    df = df.assign(_rank=rank).sort_values(["_rank", "backend", "case", "dtype"], kind="stable")
-    return df.drop(columns="_rank").reset_index(drop=True)
-
-
-def df_records(df: pd.DataFrame) -> list[dict]:
-    """JSON-ready rows: not applicable is None (null); ``to_json`` spells NaN and inf as the
-    strings "nan" and "inf"."""
-    return df.to_dict(orient="records")
-
-
-def to_csv(df: pd.DataFrame) -> str:
-    """The rows as CSV: not applicable is an empty field, a NaN result the word nan."""
-    spelled = df.map(lambda v: "nan" if isinstance(v, float) and math.isnan(v) else v)
-    return spelled.to_csv(index=False)
-
-
-def summarize(df: pd.DataFrame) -> dict:
-    """Counts per status and the failing rows; ``failed`` is what a CI gate checks: true on
-    any failing row, and when no row was checked at all (``checked`` is 0)."""
-    counts = {s: int((df["status"] == s).sum()) for s in STATUS_ORDER}
-    failing = df[df["status"].isin(FAILING)]
-    checked = int(df["status"].isin(CHECKED).sum())
-    return {"failed": bool(len(failing)) or checked == 0, "checked": checked, "counts": counts,
-            "failing": [f"{r.backend}/{r.case}/{r.dtype}" for r in failing.itertuples()],
-            "failing_cases": sorted(set(failing["case"])),
-            "run_dir": df.attrs.get("run_dir")}
-
-
-def nothing_checked(summary: dict) -> str | None:
-    """Why a run that checked no row cannot pass, or None when some row was checked."""
-    if summary["checked"]:
-        return None
-    counts = ", ".join(f"{n} {k}" for k, n in summary["counts"].items() if n)
-    return "nothing was checked: " + (f"no backend ran on any case ({counts})" if counts else
-                                      "no case offers the selected dtypes")
-
-
-def _fmt(x, spec: str) -> str:
-    if x is None:  # does not apply
-        return "-"
-    if isinstance(x, float) and math.isnan(x):
-        return "nan"
-    return format(x, spec)
-
-
-def format_table(df: pd.DataFrame, *, reason_width: int = 70) -> str:
-    """A compact table for people, failures first, and a one-line summary at the end."""
-    cols = [("status", "status", "s"), ("backend", "backend", "s"), ("case", "case", "s"),
-            ("dtype", "dtype", "s"), ("device", "dev", "s"), ("loss", "loss", ".6g"),
-            ("expected_loss", "expected", ".6g"), ("abs_err", "loss_err", ".1e"),
-            ("grad_err", "grad_err", ".1e"), ("ref_grad_err", "ref_grad", ".1e"),
-            ("time_s", "ms", ".1f"), ("reason", "reason", "s")]
-    cells = []
-    for r in df.to_dict(orient="records"):
-        line = []
-        for key, _, spec in cols:
-            v = r.get(key)
-            if key == "time_s" and v is not None and not (isinstance(v, float) and math.isnan(v)):
-                v = v * 1e3
-            text = _fmt(v, spec) if spec != "s" else ("" if v is None else str(v))
-            if key == "reason" and len(text) > reason_width:
-                text = text[: reason_width - 3] + "..."
-            line.append(text)
-        cells.append(line)
-    heads = [h for _, h, _ in cols]
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
-    right = {"loss", "expected", "loss_err", "grad_err", "ref_grad", "ms"}
-
-    def fmt_line(items):
-        return "  ".join((s.rjust(w) if h in right else s.ljust(w))
-                         for s, w, h in zip(items, widths, heads)).rstrip()
-    lines = [fmt_line(heads)] + [fmt_line(c) for c in cells]
-    s = summarize(df)
-    counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
-    verdict = "FAILED" if s["failed"] else "passed"
-    tail = f"compare {verdict}: {counts or 'no rows'}"
-    if nothing_checked(s):
-        tail += f"; {nothing_checked(s)}"
-    if s["failing_cases"]:
-        tail += f"; failing cases: {', '.join(s['failing_cases'])}"
-    if s["run_dir"]:
-        tail += f"; results in {s['run_dir']}"
-    return "\n".join(lines + [tail])

@@ -1,0 +1,139 @@
+"""The ``bench`` driver: measure every backend at every size of a grid, resumably, then
+compare with a baseline and export tables and plots.
+
+Sizes and grids are in ``ctcbench.bench.sizes``, how one size is measured in
+``ctcbench.bench.measure``. Rows go to ``rows.jsonl`` in the run folder as each size
+finishes (see ``ctcbench.runstore``), so a run given ``--resume`` continues where it stopped.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import asdict
+
+import pandas as pd
+
+from ctcbench.bench.measure import REFERENCE, measure_size, resolve_backends, set_threads
+from ctcbench.bench.sizes import DTYPES, expect, load_grid
+from ctcbench.runstore import RunResult, check_resume, open_run, to_json
+
+KEY = ("backend", "T", "N", "C", "L", "dtype")
+FAILED = ("error", "crashed", "timeout")
+STATUSES = ("ok", "error", "crashed", "timeout", "unsupported", "skipped")
+
+
+def records(df: pd.DataFrame) -> list[dict]:
+    """The rows of a bench ``RunResult`` as dicts, each holding only the fields it has."""
+    return [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
+            for r in df.to_dict(orient="records")]
+
+
+def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config,
+                 progress) -> tuple[list[dict], int]:
+    """Measure every size not done yet into the open folder ``run``; (rows, sizes resumed)."""
+    # a failed row (error, crashed, timeout) may be transient, and one of another --repeat is
+    # not this measurement: a resumed run measures both again
+    done = {tuple(r.get(k) for k in KEY) for r in run.log.rows()
+            if r.get("status") not in FAILED and r.get("repeat") == repeat}
+    run.write_meta(config)
+    todo = [s for s in sizes
+            if any((name, s.T, s.N, s.C, s.L, dtype) not in done for name in resolved)]
+    from tqdm import tqdm
+    bar = tqdm(todo, desc="bench", unit="size", file=sys.stderr, disable=not progress)
+    for size in bar:
+        bar.set_postfix_str(size.label)
+        for row in measure_size(resolved, size, dtype=dtype, repeat=repeat, warmup=warmup,
+                                seed=seed):
+            run.log.append(row)
+    bar.close()
+    wanted = {(name, s.T, s.N, s.C, s.L, dtype) for s in sizes for name in resolved}
+    latest = {}
+    for row in run.log.rows():
+        key = tuple(row.get(k) for k in KEY)
+        if key in wanted:
+            latest[key] = row
+    rows = sorted(latest.values(), key=lambda r: (r["cells"], r["T"], r["N"], r["C"], r["L"],
+                                                  r["backend"]))
+    return rows, len(sizes) - len(todo)
+
+
+def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int = 1,
+          dtype: str = "float64", out=None, resume: bool = False, baseline=None, fail_on=(),
+          warmup: int = 1, seed: int = 0, plot: bool = True, progress: bool = True) -> RunResult:
+    """Measure every backend at every size of ``grid``, compare with ``baseline`` if given,
+    export ``bench.csv``, ``bench.json`` and (``plot``) the plots into the run folder.
+
+    ``out``: run folder (default ``reports/bench-<UTC time>``); one that already holds a run
+    is refused unless ``resume``, which keeps the sizes measured (ok, same ``repeat``) and
+    measures the rest. Returns a ``RunResult``: one row per (backend, size, dtype); ``summary``
+    holds ``regressions`` (one message per ``fail_on`` limit exceeded) and status counts.
+    """
+    from ctcbench.bench.baseline import compare, load_rows, parse_fail_on
+    from ctcbench.bench.plots import bench_plots
+
+    check_resume(out, resume)
+    expect(isinstance(repeat, int) and repeat >= 1, "repeat", "an integer >= 1", repeat)
+    expect(dtype in DTYPES, "dtype", f"one of {', '.join(DTYPES)}", dtype)
+    rules = [parse_fail_on(spec) for spec in fail_on]  # bad options fail before any timing
+    expect(baseline is not None or not rules, "fail-on", "a --baseline to compare with",
+           "no baseline")
+    old = load_rows(baseline) if baseline is not None else None
+    sizes = load_grid(grid)
+    thread_info = set_threads(threads)
+    resolved = resolve_backends(backends)
+    with open_run("bench", out, resume=resume) as run:
+        config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),
+                  "repeat": repeat, "warmup": warmup, "dtype": dtype, "seed": seed,
+                  "reference": REFERENCE, **thread_info}
+        rows, resumed = _measure_all(run, sizes=sizes, resolved=resolved, repeat=repeat,
+                                     warmup=warmup, dtype=dtype, seed=seed, config=config,
+                                     progress=progress)
+        regressions = compare(rows, old, rules) if old is not None else []
+        df = pd.DataFrame(rows, dtype=object)
+        df.to_csv(run.run_dir / "bench.csv", index=False)
+        (run.run_dir / "bench.json").write_text(to_json(rows, indent=1) + "\n")
+        files = [run.run_dir / "bench.csv", run.run_dir / "bench.json"]
+        if plot:
+            files += bench_plots(rows, run.run_dir)
+    counts = {s: sum(r.get("status") == s for r in rows) for s in STATUSES}
+    summary = {"failed": bool(regressions), "regressions": regressions, "counts": counts,
+               "resumed_sizes": resumed, "run_dir": str(run.run_dir)}
+    return RunResult(run.run_dir, df, summary, run.environment, resumed=resumed, files=files)
+
+
+def _ms(x) -> str:
+    if x is None:
+        return ""
+    ms = x * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def format_table(rows: list[dict]) -> str:
+    """A fixed-width table for people: one line per backend and size; backends skipped
+    everywhere (cannot run here) are listed once below it."""
+    skipped = {r["backend"]: r.get("reason") for r in rows if r.get("status") == "skipped"}
+    rows = [r for r in rows if r.get("status") != "skipped"]
+    has_base = any("change_time" in r for r in rows)
+    head = ["backend", "T", "N", "C", "L", "cells", "median ms", "min-max ms", "ns/cell",
+            "x torch [min-max]", "peak MiB"] + (["vs baseline"] if has_base else []) + ["status"]
+    lines = []
+    for r in rows:
+        ok = r.get("status") == "ok"
+        ratio = "" if r.get("ratio_to_torch") is None else (
+            f"{r['ratio_to_torch']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]")
+        peak = r.get("peak_rss_mb")
+        line = [r["backend"], r["T"], r["N"], r["C"], r["L"], r["cells"],
+                _ms(r.get("time_median_s")) if ok else "",
+                f"{_ms(r['time_min_s'])}-{_ms(r['time_max_s'])}" if ok else "",
+                f"{r['ns_per_cell']:.0f}" if ok else "", ratio,
+                "" if peak is None else f"{peak:.1f}"]
+        if has_base:
+            line.append(f"{r['change_time']:+.0%} time" if "change_time" in r else "")
+        line.append("ok" if ok else f"{r['status']}: {r.get('reason')}")
+        lines.append([str(x) for x in line])
+    widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
+              for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 or i == len(cells) - 1 else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    notes = [f"skipped {name}: {reason}" for name, reason in skipped.items()]
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths]), *map(fmt, lines), *notes])

@@ -1,0 +1,149 @@
+"""The ``compare`` driver: every backend x case x dtype, checked for loss and gradient.
+
+The checks of one row are in ``ctcbench.compare.checks``, the table in
+``ctcbench.compare.table``. Rows go to ``rows.jsonl`` in the run folder as they are finished
+(see ``ctcbench.runstore``), so ``resume`` can pick up an interrupted run.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import types
+
+import numpy as np
+from tqdm import tqdm
+
+from ctcbench.caselib.library import load_cases, select_cases
+from ctcbench.compare.checks import KEY, NUMBERS, REFERENCE, RERUN, check, prepare
+from ctcbench.compare.table import df_records, summarize, tidy, to_csv
+from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.registry import BackendUnavailable, backend_names, get_backend
+from ctcbench.runstore import RunResult, check_resume, open_run, to_json
+
+
+def _versions(backends) -> dict:
+    """Versions of each backend's libraries: the package holding its implementation, the
+    modules it holds on to (e.g. ``self.torch``) and any names in its ``packages`` attribute."""
+    dists = importlib.metadata.packages_distributions()
+    out = {}
+    for b in backends:
+        tops = {type(b.impl).__module__.split(".")[0]}
+        tops |= {v.__name__.split(".")[0] for v in vars(b.impl).values()
+                 if isinstance(v, types.ModuleType)} if hasattr(b.impl, "__dict__") else set()
+        tops |= set(getattr(b.impl, "packages", ()))
+        out[b.name] = {}
+        for top in sorted(tops):
+            for d in dists.get(top, [top]):
+                try:
+                    out[b.name][d] = importlib.metadata.version(d)
+                except importlib.metadata.PackageNotFoundError:
+                    pass
+    return out
+
+
+def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
+            resume: bool = False, progress: bool | None = None, plot: bool = False) -> RunResult:
+    """Check backends on cases; one tidy row per (backend, case, dtype, device).
+
+    Args:
+      backends: backend names; default every registered backend (unavailable ones -> skipped).
+      cases: ``Case`` objects, or name globs selecting from ``case_dirs`` (default the
+        built-in library); default every case.
+      dtypes: restrict to these dtypes; default each case's own list.
+      out: run folder (default ``reports/compare-<UTC time>``); one that already holds a run
+        is refused unless ``resume``, which keeps the rows an earlier run left in it and does
+        only the rest; rows that ended in ``error``, ``crashed`` or ``timeout`` may be
+        transient and run again (see ``ctcbench.runstore.open_run``).
+      progress: tqdm bar on stderr; default only when stderr is a terminal.
+      plot: also save ``margins.png``, a heat map of error / tolerance (see compare_plot).
+    Returns:
+      ``RunResult``: ``rows`` failures first, ``summary`` as ``summarize`` gives it,
+      ``resumed`` the rows kept from the earlier run.
+    """
+    check_resume(out, resume)
+    bad = [d for d in dtypes or () if d not in FLOAT_DTYPES]
+    if bad:
+        raise ValueError(f"dtypes: expected names from {', '.join(FLOAT_DTYPES)}, got {bad}")
+    if cases is None or all(isinstance(c, str) for c in cases):
+        cases = select_cases(load_cases(case_dirs), cases or None)
+    jobs = [(case, dtype) for case in cases for dtype in case.dtypes
+            if dtypes is None or dtype in dtypes]
+    preps = {}
+    for case, dtype in jobs:  # every case builds before anything runs: a bad file fails fast
+        try:
+            preps[case.name, dtype] = prepare(case, dtype)
+        except Exception as exc:
+            raise ValueError(f"case {case.name!r} in {case.source} ({dtype}): expected a "
+                             f"buildable case, got {type(exc).__name__}: {exc}") from None
+    names = list(dict.fromkeys(backends)) if backends else backend_names()
+    for name in names:
+        if name not in backend_names():
+            get_backend(name)  # raises KeyError listing the known names, before anything runs
+    with open_run("compare", out, resume=resume) as run:
+        df, kept = _run(run, names, cases, dtypes, jobs, preps, progress)
+        (run.run_dir / "rows.csv").write_text(to_csv(df))
+        (run.run_dir / "rows.json").write_text(to_json(df_records(df), indent=1) + "\n")
+        files = [run.run_dir / "rows.csv", run.run_dir / "rows.json"]
+        if plot and (df["case"] != "*").any():
+            from ctcbench.compare.plot import plot_margins
+            files.append(plot_margins(df, run.run_dir / "margins.png"))
+    return RunResult(run.run_dir, df, summarize(df, run.run_dir), run.environment,
+                     resumed=len(kept), files=files)
+
+
+def _run(run, names, cases, dtypes, jobs, preps, progress):
+    """The rows of one compare run into the open folder ``run``; (all rows, rows kept)."""
+    # skipped rows are redone every run (the backend may be available now), failures that
+    # may be transient are run again; everything else is kept as it was.
+    kept = [r for r in run.log.rows(floats=NUMBERS) if r.get("status") not in ("skipped",) + RERUN]
+    done = {tuple(r.get(k) for k in KEY) for r in kept}
+    rows, ready = [], []
+    for name in names:
+        try:
+            ready.append(get_backend(name))
+        except BackendUnavailable as exc:
+            rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
+                         "status": "skipped", "reason": str(exc)})
+        except KeyError:
+            raise
+        except Exception as exc:  # a broken plugin is an error, not a crash of the run
+            rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
+                         "status": "error",
+                         "reason": f"failed to load: {type(exc).__name__}: {exc}"})
+    ref = None
+    try:
+        ref = get_backend(REFERENCE)
+    except Exception:  # rows will say the reference failed
+        pass
+    for backend in ready:
+        _warm_up(backend)
+    run.write_meta({"driver": "compare", "backends": names, "reference": REFERENCE,
+                    "cases": [c.name for c in cases], "dtypes": list(dtypes or []),
+                    "backend_versions": _versions(ready), "resumed_rows": len(kept)})
+    for row in rows:
+        run.log.append(row)
+    bar = tqdm(total=len(jobs) * len(ready), desc="compare", unit="run", leave=False,
+               disable=None if progress is None else not progress)
+    for case, dtype in jobs:
+        prep = preps[case.name, dtype]
+        for backend in ready:
+            device = getattr(backend.impl, "device", "cpu")
+            if (backend.name, case.name, dtype, device) not in done:
+                row = check(backend, prep, ref)
+                run.log.append(row)
+                rows.append(row)
+            bar.update()
+        prep.reference = None  # the reference's tables can be large; done with this case
+    bar.close()
+    return tidy(kept + rows), kept
+
+
+def _warm_up(backend) -> None:
+    """One tiny run first, so one-off start-up costs (lazy imports, kernels) stay out of time_s."""
+    from ctcbench.core.problem import CTCProblem
+    problem = CTCProblem(np.zeros((2, 1, 3), np.float32), [[1]], [2], [1])
+    try:
+        backend.run(problem)
+    except Exception:  # the real rows will report whatever is wrong
+        pass
+
+
