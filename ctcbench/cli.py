@@ -34,6 +34,18 @@ def library_errors(fn):
     return wrapper
 
 
+def out_options(kind: str, resume_note: str = ""):
+    """The run-folder options every driver shares: ``--out DIR`` and ``--resume``."""
+    def decorate(fn):
+        fn = click.option("--resume", is_flag=True,
+                          help=f"Continue the run in --out{resume_note}: finished rows are "
+                               f"kept, the rest run. Without it, a folder that already holds "
+                               f"a run is refused.")(fn)
+        return click.option("--out", type=click.Path(file_okay=False), default=None,
+                            help=f"Run folder; default reports/{kind}-<UTC time>.")(fn)
+    return decorate
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ctcbench")
 def cli():
@@ -88,29 +100,25 @@ def cases_cmd(case_dirs, fmt):
 @click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
               type=click.Path(file_okay=False),
               help="Folder of .toml/.json case files to use instead of the built-in library.")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run folder; default reports/compare-<UTC time>.")
-@click.option("--resume", is_flag=True, help="Keep the rows already in --out; run the rest.")
+@out_options("compare")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Save margins.png (error / tolerance per case and backend) in the run folder.")
 @format_option("table", "json", "csv")
 @library_errors
 def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
-    from ctcbench.compare.run import (compare, df_records, format_table, nothing_checked, summarize,
-                                  to_csv)
+    from ctcbench.compare.run import compare
+    from ctcbench.compare.table import df_records, format_table, nothing_checked, to_csv
     from ctcbench.runstore import to_json
-    if resume and out is None:
-        raise click.UsageError("--resume needs --out (the run folder to continue)")
-    df = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
-                 case_dirs=case_dirs or None, out=out, resume=resume, plot=plot)
-    summary = summarize(df)
+    result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
+                     case_dirs=case_dirs or None, out=out, resume=resume, plot=plot)
+    summary = result.summary
     if fmt == "json":
-        click.echo(to_json({"summary": summary, "rows": df_records(df)}, indent=1))
+        click.echo(to_json({"summary": summary, "rows": df_records(result.rows)}, indent=1))
     elif fmt == "csv":
-        click.echo(to_csv(df), nl=False)
+        click.echo(to_csv(result.rows), nl=False)
     else:
-        click.echo(format_table(df))
+        click.echo(format_table(result.rows, run_dir=result.run_dir))
     if nothing_checked(summary):  # a gate must not pass on nothing
         raise click.ClickException(nothing_checked(summary))
     if summary["failed"]:
@@ -185,38 +193,35 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64",
               show_default=True, help="Logits dtype handed to every backend.")
 @format_option("table", "json", "csv")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run folder (default reports/bench-<UTC time>); an existing one resumes.")
+@out_options("bench")
 @click.option("--baseline", type=click.Path(exists=True), default=None,
               help="A saved bench run (folder, rows.jsonl, bench.json or bench.csv).")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="METRIC:PCT",
               help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
                    "over the baseline, e.g. time:20%.")
 @library_errors
-def bench(backend_names, grid, repeat, threads, dtype, fmt, out, baseline, fail_on):
+def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baseline, fail_on):
     """Time forward+backward and peak memory of every backend over a size grid."""
-    from ctcbench.bench.run import bench as run_bench, format_table
+    from ctcbench.bench.run import bench as run_bench, format_table, records
     from ctcbench.runstore import to_json
-    report = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
-                       dtype=dtype, out=out, baseline=baseline, fail_on=fail_on)
+    result = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
+                       dtype=dtype, out=out, resume=resume, baseline=baseline, fail_on=fail_on)
+    rows = records(result.rows)
     if fmt == "json":
-        click.echo(to_json(report.rows, indent=2))
+        click.echo(to_json(rows, indent=2))
     elif fmt == "csv":
-        click.echo((report.run_dir / "bench.csv").read_text(), nl=False)
+        click.echo((result.run_dir / "bench.csv").read_text(), nl=False)
     else:
-        click.echo(format_table(report.rows))
-    click.echo(f"results and plots in {report.run_dir}"
-               + (f" ({report.resumed} sizes resumed)" if report.resumed else ""), err=True)
-    if report.regressions:
-        raise click.ClickException("\n".join(report.regressions))
+        click.echo(format_table(rows))
+    click.echo(f"results and plots in {result.run_dir}"
+               + (f" ({result.resumed} sizes resumed)" if result.resumed else ""), err=True)
+    if result.summary["regressions"]:
+        raise click.ClickException("\n".join(result.summary["regressions"]))
 
 
 @cli.command(cls=SettingsCommand)  # one option per config field, and --config, made on first use
 @click.option("--jobs", type=int, default=None, help="Parallel runs [default: min(2, CPUs)].")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run folder [default: reports/convergence-<UTC time>].")
-@click.option("--resume", "resume", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Continue an interrupted run folder (its stored config is used).")
+@out_options("convergence", resume_note=" (its stored config is used)")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default="reports/.data-cache",
               show_default=True, help="Where rendered data pools are cached.")
 @format_option("table", "json")
@@ -259,12 +264,13 @@ def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings
     try:
         if folder is None:
             check_run(base, grid)
-        run_dir, summary = run_grid(base, grid, out=folder or out, resume=folder is not None,
-                                    jobs=jobs, cache_dir=cache_dir)
+        result = run_grid(base, grid, out=folder or out, resume=folder is not None, jobs=jobs,
+                          cache_dir=cache_dir)
     except ConfigError as exc:  # name the option, or the file key the value came from
         in_file = exc.key in from_file and exc.key not in given
         raise click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
                                              else option_names().get(exc.key, exc.key))) from None
+    summary, run_dir = result.rows, result.run_dir
     if fmt == "json":
         click.echo(to_json(summary.to_dict("records"), indent=2))
         return

@@ -1,35 +1,55 @@
-"""Run folders: tidy rows written as they are produced, plus a metadata sidecar.
+"""Run folders: one store, one set of rules, for every driver (compare, bench, convergence).
 
-A run folder holds ``rows.jsonl`` (one JSON object per line, appended and flushed as each
-row is finished, so an interrupted run keeps what it did and can resume), ``meta.json``
-(environment and configuration) and whatever tables and plots the driver exports.
+A run folder holds
+  meta.json    {"kind", "row_format", "config", "environment"}: which command wrote the
+               folder, the version of its row format, the run's configuration and where it ran
+  rows.jsonl   one JSON object per line, appended, flushed and fsync'ed as each row is
+               finished, so an interrupted run keeps what it did
+  run.lock     who is writing the folder now (see ctcbench.runlock)
+plus whatever tables and plots the driver exports.
+
+The rules (``open_run``): without ``resume`` a folder that already holds a run is refused,
+never deleted or merged into; with ``resume`` the run continues (a torn last row is dropped
+with a note and the log truncated to its last good line); a folder of another kind, or of a
+row format this version cannot read, is refused either way; a folder another process is
+writing is refused naming that process.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import math
+import os
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ctcbench.environment import environment
+from ctcbench.runlock import RunLock, describe_holder
 
 DEFAULT_REPORTS = Path("reports")
+ROW_FORMATS = {"compare": 1, "bench": 1, "convergence": 1}  # row format each kind writes now
+ROWS, META = "rows.jsonl", "meta.json"
 
 
-def new_run_dir(kind: str, out: str | Path | None = None) -> Path:
-    """``out`` if given, else ``reports/<kind>-<UTC timestamp>``; created."""
-    if out is None:
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        out = DEFAULT_REPORTS / f"{kind}-{stamp}"
-    path = Path(out)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # a file in the way, no permission
-        raise ValueError(f"--out: expected a folder that exists or can be created, got "
-                         f"{str(out)!r} ({exc.strerror})") from None
-    return path
+@dataclass
+class RunResult:
+    """What every driver returns, to the CLI and to Python alike.
+
+    ``rows``: one tidy row per key of the driver (compare: backend, case, dtype, device;
+    bench: backend, size, dtype; convergence: one row per training run). ``summary``: the
+    driver's verdict and counts. ``resumed``: rows kept from an earlier run of the folder.
+    """
+
+    run_dir: Path
+    rows: pd.DataFrame
+    summary: dict
+    environment: dict
+    resumed: int = 0
+    files: list[Path] = field(default_factory=list)
 
 
 def read_text(path: Path, what: str) -> str:
@@ -53,6 +73,8 @@ def _jsonable(x):
         return str(x)  # "inf", "-inf", "nan": JSON has no such numbers
     if isinstance(x, np.ndarray):
         return _jsonable(x.tolist())
+    if isinstance(x, Path):
+        return str(x)
     return x
 
 
@@ -61,22 +83,27 @@ def to_json(obj, **kwargs) -> str:
     return json.dumps(_jsonable(obj), **kwargs)
 
 
-def write_meta(run_dir: Path, config: dict, extra_packages=()) -> dict:
-    meta = {"config": config, "environment": environment(extra_packages)}
-    (run_dir / "meta.json").write_text(to_json(meta, indent=2) + "\n")
-    return meta
+def _row(line: bytes):
+    """The row one log line holds, or None when the line is not a JSON object."""
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return row if isinstance(row, dict) else None
 
 
 class RowLog:
-    """Append-only JSONL log of result rows; ``done()`` tells what a resumed run can skip."""
+    """Append-only JSON-lines log of result rows."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
 
     def append(self, row: dict) -> None:
-        with self.path.open("a") as f:
+        """One line, flushed and fsync'ed: a row the log holds survives a kill or a crash."""
+        with self.path.open("a", encoding="utf-8") as f:
             f.write(to_json(row) + "\n")
             f.flush()
+            os.fsync(f.fileno())
 
     def rows(self, floats=()) -> list[dict]:
         """The rows written so far; in the fields named in ``floats``, the strings "inf",
@@ -84,10 +111,9 @@ class RowLog:
         if not self.path.exists():
             return []
         rows = []
-        for line in self.path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # a line cut by an interruption
+        for line in self.path.read_bytes().splitlines():
+            row = _row(line)
+            if row is None:  # only a torn line left by a run killed mid-write
                 continue
             for key in floats:
                 if row.get(key) in ("inf", "-inf", "nan"):
@@ -95,5 +121,172 @@ class RowLog:
             rows.append(row)
         return rows
 
-    def done(self, *key_fields: str) -> set[tuple]:
-        return {tuple(r.get(k) for k in key_fields) for r in self.rows()}
+    def repair(self) -> list[str]:
+        """Drop lines that hold no row (a last line cut by a kill, with no newline or not
+        JSON; a line an older version wrote a row onto); return one note per line dropped.
+        A torn end is truncated away; bad lines inside are removed by rewriting the file."""
+        if not self.path.exists():
+            return []
+        data = self.path.read_bytes()
+        good, notes, cut, pos, inside = [], [], 0, 0, False
+        for i, line in enumerate(data.split(b"\n")):
+            complete = pos + len(line) < len(data)  # a newline ends it
+            pos += len(line) + complete
+            if not line.strip():
+                continue
+            if complete and _row(line) is not None:
+                good.append(line)
+                inside, cut = inside or bool(notes), pos  # the file is sound up to ``cut``
+                continue
+            why = "not a JSON row" if complete else "no newline: cut by an interrupted write"
+            notes.append(f"{self.path} line {i + 1}: dropped ({why}); its row counts as "
+                         f"not done")
+        if notes and not inside:  # a torn end only: cut it off
+            with self.path.open("r+b") as f:
+                f.truncate(cut)
+                os.fsync(f.fileno())
+        elif notes:
+            tmp = self.path.with_suffix(".tmp")
+            with tmp.open("wb") as f:
+                f.write(b"".join(line + b"\n" for line in good))
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(self.path)
+        return notes
+
+
+def infer_kind(run_dir: Path, meta: dict | None) -> str | None:
+    """The kind of a run folder: recorded in meta.json, or for folders written before kinds
+    were recorded, told from their configuration or rows; None when it cannot be told."""
+    if meta and meta.get("kind"):
+        return meta["kind"]
+    config = (meta or {}).get("config")
+    if isinstance(config, dict):
+        if config.get("driver") == "compare":
+            return "compare"
+        if "base" in config and "grid" in config:
+            return "convergence"
+        if "sizes" in config and "repeat" in config:
+            return "bench"
+    first = next(iter(RowLog(run_dir / ROWS).rows()), None)
+    if first is not None:
+        if "case" in first:
+            return "compare"
+        if {"T", "N", "C", "L"} <= set(first):
+            return "bench"
+    return None
+
+
+def read_meta(run_dir: Path) -> dict | None:
+    """meta.json of a run folder, or None when it has none; ValueError when it is not JSON."""
+    path = Path(run_dir) / META
+    if not path.exists():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: expected the JSON a ctcbench run writes, got {exc}") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    return meta
+
+
+class RunFolder:
+    """An open run folder: locked for this process, its kind checked, its log repaired.
+
+    ``meta``: the meta.json found when opened (None for a new run); ``log``: its rows.
+    Use as a context manager, or call ``close``.
+    """
+
+    def __init__(self, run_dir: Path, kind: str, lock: RunLock, meta: dict | None):
+        self.run_dir, self.kind, self.lock, self.meta = run_dir, kind, lock, meta
+        self.log = RowLog(run_dir / ROWS)
+        self.environment: dict = {}
+
+    def write_meta(self, config: dict, extra_packages=()) -> dict:
+        """meta.json: kind, row format, ``config`` and the environment; written atomically."""
+        self.environment = environment(extra_packages)
+        meta = {"kind": self.kind, "row_format": ROW_FORMATS[self.kind], "config": config,
+                "environment": self.environment}
+        tmp = self.run_dir / (META + ".tmp")
+        tmp.write_text(to_json(meta, indent=2) + "\n")
+        tmp.replace(self.run_dir / META)
+        self.meta = meta
+        return meta
+
+    def close(self) -> None:
+        self.lock.release()
+
+    def __enter__(self) -> "RunFolder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _folder(kind: str, out) -> Path:
+    if out is None:
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        return DEFAULT_REPORTS / f"{kind}-{stamp}"
+    return Path(out)
+
+
+def check_resume(out, resume: bool) -> None:
+    """``resume`` needs ``out``: drivers call this first, before any slow work."""
+    if resume and out is None:
+        raise ValueError("--resume: expected --out DIR, the run folder to continue, got none")
+
+
+def open_run(kind: str, out=None, *, resume: bool = False, command: str | None = None) -> RunFolder:
+    """Open the run folder ``out`` (default ``reports/<kind>-<UTC time>``) for a ``kind`` run.
+
+    Without ``resume``: a new or empty folder; one that already holds a run is refused.
+    With ``resume``: an existing folder holding a ``kind`` run, continued; its torn last row
+    is dropped (a note on stderr). Either way a folder of another kind, of a newer row
+    format, or in use by another process is refused. Errors are ValueErrors naming it.
+    """
+    if kind not in ROW_FORMATS:
+        raise ValueError(f"kind: expected one of {', '.join(ROW_FORMATS)}, got {kind!r}")
+    check_resume(out, resume)
+    path = _folder(kind, out)
+    if resume and not path.is_dir():
+        raise ValueError(f"--resume: expected an existing run folder, got {str(path)!r} "
+                         f"(no such folder)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way, no permission
+        raise ValueError(f"--out: expected a folder that exists or can be created, got "
+                         f"{str(path)!r} ({exc.strerror})") from None
+    lock = RunLock(path, command=command).acquire()  # before anything is read: one writer
+    try:
+        meta = read_meta(path)
+        has_run = meta is not None or bool(RowLog(path / ROWS).rows())
+        found = infer_kind(path, meta) if has_run else None
+        if has_run and found is None:
+            raise ValueError(f"--out: {str(path)!r} holds a run folder of unknown kind "
+                             f"(meta.json records none); `ctcbench {kind}` will not write "
+                             f"into it")
+        if has_run and found != kind:
+            raise ValueError(f"--out: {str(path)!r} holds a {found} run; `ctcbench {kind}` "
+                             f"does not {'resume' if resume else 'write into'} a {found} run "
+                             f"folder")
+        row_format = (meta or {}).get("row_format", 1)  # folders from before formats: 1
+        if has_run and row_format != ROW_FORMATS[kind]:
+            raise ValueError(f"--out: {str(path)!r} holds {found} rows of format {row_format}; "
+                             f"this `ctcbench {kind}` reads format {ROW_FORMATS[kind]} only")
+        if has_run and not resume:
+            raise ValueError(f"--out: {str(path)!r} already holds a {found} run; pass --resume "
+                             f"to continue it, or choose another folder")
+        if resume and not has_run:
+            raise ValueError(f"--resume: expected a {kind} run folder to continue, got "
+                             f"{str(path)!r} (no meta.json and no rows)")
+    except BaseException:
+        lock.release()
+        raise
+    run = RunFolder(path, kind, lock, meta)
+    if lock.taken_over:
+        print(f"note: {path}: took over the lock of {describe_holder(lock.taken_over)}, "
+              f"which ended without releasing it", file=sys.stderr)
+    for note in run.log.repair():  # a new run too: never append onto a torn line
+        print(f"note: {note}", file=sys.stderr)
+    return run

@@ -67,7 +67,7 @@ def test_plugin_example_passes_the_whole_case_library(tmp_path):
     from ctcbench.compare.run import compare
     register_doc_plugin("readme-plugin")
     try:
-        rows = compare(["readme-plugin"], dtypes=["float64"], out=tmp_path, progress=False)
+        rows = compare(["readme-plugin"], dtypes=["float64"], out=tmp_path, progress=False).rows
     finally:
         forget_backend("readme-plugin")
     bad = rows[~rows.status.isin(["ok", "unsupported"])]

@@ -3,7 +3,8 @@ run in parallel worker processes (one torch thread each), collected into one tab
 
 Folder layout (``reports/convergence-<stamp>/``)::
 
-  meta.json          grid, base config and environment
+  meta.json          kind, row format, grid, base config and environment
+  rows.jsonl         one summary row per finished run, appended as each one finishes
   runs/<name>/       one folder per run (see ctcbench.convergence.train)
   summary.csv/.json  one row per run
   curves.csv         every run's per-eval rows, with the run's name
@@ -27,9 +28,11 @@ from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.datacache import check_cache_dir
 from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits, train_run
-from ctcbench.runstore import RowLog, new_run_dir, to_json, write_meta
+from ctcbench.runstore import RowLog, RunResult, check_resume, open_run, to_json
 
 EXTRA_PACKAGES = ("pillow", "captcha", "scikit-learn", "matplotlib")
+SUMMARY_FLOATS = ("final_cer", "final_seq_acc", "final_test_loss", "final_blank_frac", "cpu_s",
+                  "wall_s", "beam_cer", "beam_seq_acc")  # "nan" in rows.jsonl is a float again
 
 
 @dataclass
@@ -57,78 +60,117 @@ def _worker(name, cfg, run_dir, cache_dir, resume, queue):
     return name, train_run(cfg, run_dir, cache_dir=cache_dir, resume=resume, progress=progress)
 
 
-def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, jobs: int | None = None,
-             cache_dir=None, show_progress: bool = True) -> tuple[Path, pd.DataFrame]:
-    """Run every configuration of ``grid`` over ``base``; returns (run folder, summary table).
-
-    With ``resume`` and an existing ``out``, the stored base config and grid are used, finished
-    runs are kept and unfinished ones continue from their last checkpoint.
-    """
-    if resume:
-        if out is None or not (Path(out) / "meta.json").exists():
-            raise FileNotFoundError(f"resume: expected a convergence run folder with meta.json, got {out!r}")
-        try:
-            stored = json.loads((Path(out) / "meta.json").read_text())["config"]
-            base = TrainConfig.from_dict(stored["base"])
-            grid = Grid(**{k: tuple(v) for k, v in stored["grid"].items()})
-        except (ValueError, KeyError, TypeError, AttributeError):  # another command's folder
-            raise ValueError(f"resume: expected a convergence run folder, got {str(out)!r} (its "
-                             f"meta.json holds no convergence grid)") from None
-        cache_dir = stored.get("cache_dir", cache_dir)
+def _checked(base: TrainConfig, grid: Grid) -> list[tuple[str, TrainConfig]]:
+    """The grid's (name, config) pairs, every one checked before any data is rendered."""
     configs = grid.configs(base)
-    for model_name in grid.models:  # before any data is rendered
+    for model_name in grid.models:
         check_fits(replace(base, model=replace(base.model, name=model_name)).check())
-    check_cache_dir(cache_dir)  # before any run folder is written
-    run_dir = new_run_dir("convergence", out)
-    if not resume:
-        write_meta(run_dir, {"base": asdict(base), "grid": asdict(grid),
-                             "cache_dir": None if cache_dir is None else str(cache_dir)},
-                   extra_packages=EXTRA_PACKAGES)
-    if jobs is not None and jobs < 1:
-        raise ValueError(f"jobs: expected >= 1, got {jobs}")
-    jobs = jobs or min(2, os.cpu_count() or 1)
     try:  # an unknown --ctc-backend fails here, before any data is rendered
         ctc_loss_fn(base.ctc_backend, reduction=base.reduction)
     except KeyError as exc:
         raise ValueError(f"ctc-backend: {exc.args[0]}") from None
+    return configs
+
+
+def _stored(run) -> tuple[TrainConfig, Grid, dict]:
+    """The base config, grid and whole config a convergence run folder's meta.json holds."""
+    try:
+        stored = run.meta["config"]
+        base = TrainConfig.from_dict(stored["base"])
+        grid = Grid(**{k: tuple(v) for k, v in stored["grid"].items()})
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ValueError(f"--resume: expected a convergence run folder, got "
+                         f"{str(run.run_dir)!r} (its meta.json holds no convergence grid)") from None
+    return base, grid, stored
+
+
+def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, jobs: int | None = None,
+             cache_dir=None, show_progress: bool = True) -> RunResult:
+    """Run every configuration of ``grid`` over ``base``; one summary row per training run.
+
+    ``out``: run folder (default ``reports/convergence-<UTC time>``); one that already holds a
+    run is refused unless ``resume``, which uses the base config and grid stored in its
+    meta.json (``{"config": {"base", "grid", "cache_dir"}, ...}``), keeps finished runs and
+    continues unfinished ones from their last checkpoint. Each finished run's summary row is
+    appended to ``rows.jsonl``. Returns a ``RunResult`` whose ``rows`` are those summaries.
+    """
+    check_resume(out, resume)
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs: expected >= 1, got {jobs}")
+    jobs = jobs or min(2, os.cpu_count() or 1)
+    configs = None if resume else _checked(base, grid)  # a bad option makes no folder
+    if not resume:
+        check_cache_dir(cache_dir)
+    with open_run("convergence", out, resume=resume) as run:
+        if resume:
+            base, grid, stored = _stored(run)
+            cache_dir = stored.get("cache_dir", cache_dir)
+            check_cache_dir(cache_dir)
+            configs = _checked(base, grid)
+            run.environment = run.meta.get("environment", {})
+        else:
+            run.write_meta({"base": asdict(base), "grid": asdict(grid),
+                            "cache_dir": None if cache_dir is None else str(cache_dir)},
+                           extra_packages=EXTRA_PACKAGES)
+        kept = {r.get("run"): r for r in run.log.rows(floats=SUMMARY_FLOATS)}
+        summaries = _train_all(run, [(n, c) for n, c in configs if n not in kept], base,
+                               total=sum(c.steps for _, c in configs),
+                               done_steps=sum(c.steps for n, c in configs if n in kept),
+                               jobs=jobs, cache_dir=cache_dir, resume=resume,
+                               show_progress=show_progress)
+        rows = pd.DataFrame([kept.get(name) or summaries[name] for name, _ in configs])
+        export(run.run_dir, [name for name, _ in configs], rows)
+        from ctcbench.report import write_report
+        write_report([run.run_dir])  # report.html: the run folder as one page
+    resumed = sum(name in kept for name, _ in configs)
+    summary = {"failed": False, "runs": len(configs), "resumed_runs": resumed,
+               "run_dir": str(run.run_dir)}
+    return RunResult(run.run_dir, rows, summary, run.environment, resumed=resumed,
+                     files=[run.run_dir / f for f in ("summary.csv", "summary.json", "curves.csv",
+                                                      "optimizers.csv", "convergence.png")])
+
+
+def _train_all(run, configs, base, *, total, done_steps, jobs, cache_dir, resume,
+               show_progress) -> dict:
+    """Train each (name, config) into ``run``, appending each summary row as it finishes."""
     # Render the data once here; workers then read it from the cache.
     for split in ("train", "test"):
         load_pool(base.data, split, cache_dir=cache_dir, progress=show_progress)
-
-    total = sum(cfg.steps for _, cfg in configs)
     bar = None
     if show_progress:
         from tqdm import tqdm
-        bar = tqdm(total=total, desc=f"convergence ({len(configs)} runs)", unit="step")
+        bar = tqdm(total=total, initial=done_steps, desc=f"convergence ({len(configs)} runs)",
+                   unit="step")
     summaries = {}
-    if jobs == 1 or len(configs) == 1:
+
+    def finished(name, summary):
+        summaries[name] = summary
+        run.log.append(summary)
+
+    if jobs == 1 or len(configs) <= 1:
         for name, cfg in configs:
-            summaries[name] = train_run(cfg, run_dir / "runs" / name, cache_dir=cache_dir,
-                                        resume=resume, progress=bar.update if bar else None)
+            finished(name, train_run(cfg, run.run_dir / "runs" / name, cache_dir=cache_dir,
+                                     resume=resume, progress=bar.update if bar else None))
     else:
         ctx = mp.get_context("spawn")  # fresh interpreters: no forked torch thread pools
         with ctx.Manager() as manager, ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
             queue = manager.Queue() if bar else None
-            futures = [pool.submit(_worker, name, cfg, run_dir / "runs" / name, cache_dir, resume, queue)
+            futures = [pool.submit(_worker, name, cfg, run.run_dir / "runs" / name, cache_dir,
+                                   resume, queue)
                        for name, cfg in configs]
             pending = set(futures)
             while pending:
                 done = {f for f in pending if f.done()}
                 pending -= done
                 for f in done:
-                    name, summary = f.result()
-                    summaries[name] = summary
+                    finished(*f.result())
                 while queue is not None and not queue.empty():
                     bar.update(queue.get())
                 if pending:
                     time.sleep(0.2)
     if bar:
         bar.close()
-    summary = pd.DataFrame([summaries[name] for name, _ in configs])
-    export(run_dir, [name for name, _ in configs], summary)
-    from ctcbench.report import write_report
-    write_report([run_dir])  # report.html: the run folder as one page
-    return run_dir, summary
+    return summaries
 
 
 def load_curves(run_dir: Path, names) -> pd.DataFrame:

@@ -231,14 +231,14 @@ def test_known_issue_is_recorded_but_does_not_fail_the_gate(tmp_path):
 def test_bench_records_a_worker_that_dies_while_timed_and_goes_on(tmp_path, tiny_grid):
     """A plugin whose worker segfaults after warm-up gets a crashed row; torch is still timed,
     and a resumed run measures the failed backend again."""
-    from ctcbench.bench.run import run_bench
-    run = run_bench(backends=["segv-third-call", "segv-always", "numpy"], grid=str(tiny_grid),
-                    repeat=2, out=tmp_path / "r", progress=False)
-    row = {r["backend"]: r for r in run.rows}
+    from ctcbench.bench.run import bench, records
+    run = bench(backends=["segv-third-call", "segv-always", "numpy"], grid=str(tiny_grid),
+                repeat=2, out=tmp_path / "r", plot=False, progress=False)
+    row = {r["backend"]: r for r in records(run.rows)}
     assert row["segv-third-call"]["status"] == "crashed"
     assert "SIGSEGV" in row["segv-third-call"]["reason"]
     assert row["segv-always"]["status"] == "crashed"
     assert row["numpy"]["status"] == row["torch"]["status"] == "ok"
-    again = run_bench(backends=["segv-always", "numpy"], grid=str(tiny_grid), repeat=1,
-                      out=tmp_path / "r", progress=False)
+    again = bench(backends=["segv-always", "numpy"], grid=str(tiny_grid), repeat=2,
+                  out=tmp_path / "r", resume=True, plot=False, progress=False)
     assert again.resumed == 0  # the crashed row is not taken as done

@@ -9,8 +9,9 @@ import pytest
 
 from ctcbench import BackendUnavailable, UnsupportedProblem
 from ctcbench.backends.numpy_ref import NumpyBackend
-from ctcbench.bench.run import (GRIDS, TARGET_SIZES, Size, load_grid, make_problem, measure_size,
-                            resolve_backends, run_bench, set_threads)
+from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
+from ctcbench.bench.run import bench, records
+from ctcbench.bench.sizes import GRIDS, TARGET_SIZES, Size, load_grid, make_problem
 from ctcbench.core.oracles import uniform_loss
 
 
@@ -138,19 +139,19 @@ def test_unavailable_and_unsupported_backends_are_recorded_not_fatal(extra_backe
 
 def test_run_writes_rows_as_it_goes_and_resumes(tmp_path, tiny_grid):
     """A second run into the same folder measures nothing again and keeps the rows."""
-    first = run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path / "r",
-                      progress=False)
+    first = bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path / "r",
+                  plot=False, progress=False)
     lines = (tmp_path / "r" / "rows.jsonl").read_text().splitlines()
-    assert {r["backend"] for r in first.rows} == {"numpy", "torch"} and first.resumed == 0
-    second = run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path / "r",
-                       progress=False)
+    assert set(first.rows["backend"]) == {"numpy", "torch"} and first.resumed == 0
+    second = bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path / "r",
+                   resume=True, plot=False, progress=False)
     assert second.resumed == 1
     assert (tmp_path / "r" / "rows.jsonl").read_text().splitlines() == lines
 
-    third = run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=2, out=tmp_path / "r",
-                      progress=False)
+    third = bench(backends=["numpy"], grid=str(tiny_grid), repeat=2, out=tmp_path / "r",
+                  resume=True, plot=False, progress=False)
     assert third.resumed == 0  # another --repeat is measured again, not taken from the log
-    assert {len(r["times_s"]) for r in third.rows} == {2}
+    assert {len(r["times_s"]) for r in records(third.rows)} == {2}
 
 
 def test_set_threads_sets_torch_and_rejects_zero():
@@ -174,20 +175,21 @@ def test_a_size_too_large_for_memory_is_an_error_row_and_the_run_goes_on(tmp_pat
     size is still measured."""
     grid = tmp_path / "g.json"
     grid.write_text('[{"T": 2000000, "N": 20000, "C": 50, "L": 3}, {"T": 20, "N": 2, "C": 5, "L": 4}]')
-    run = run_bench(backends=["numpy"], grid=str(grid), repeat=1, out=tmp_path / "r",
-                    progress=False)
-    status = {(r["backend"], r["T"]): r["status"] for r in run.rows}
+    run = bench(backends=["numpy"], grid=str(grid), repeat=1, out=tmp_path / "r", plot=False,
+                progress=False)
+    rows = records(run.rows)
+    status = {(r["backend"], r["T"]): r["status"] for r in rows}
     assert status == {("numpy", 20): "ok", ("torch", 20): "ok",
                       ("numpy", 2000000): "error", ("torch", 2000000): "error"}
-    assert all("MemoryError" in r["reason"] for r in run.rows if r["T"] == 2000000)
+    assert all("MemoryError" in r["reason"] for r in rows if r["T"] == 2000000)
 
 
 def test_out_holding_another_drivers_rows_is_refused_untouched(tmp_path, tiny_grid):
     """--out pointing at a compare run folder is refused; its rows and meta stay as they were."""
     (tmp_path / "rows.jsonl").write_text('{"backend": "numpy", "case": "tf_basic", "status": "ok"}\n')
     (tmp_path / "meta.json").write_text('{"config": {"driver": "compare"}}\n')
-    with pytest.raises(ValueError, match=r"--out: expected a new folder or one of an earlier "
-                                         r"bench run"):
-        run_bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"holds a compare run; `ctcbench bench` does not write "
+                                         r"into a compare run folder"):
+        bench(backends=["numpy"], grid=str(tiny_grid), repeat=1, out=tmp_path, progress=False)
     assert (tmp_path / "meta.json").read_text() == '{"config": {"driver": "compare"}}\n'
     assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 1

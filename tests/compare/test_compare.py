@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from ctcbench import BackendUnavailable
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.cli import cli
-from ctcbench.compare.run import compare, prepare, summarize
+from ctcbench.compare.checks import prepare
+from ctcbench.compare.run import compare
 
 # A deliberately wrong backend: merges adjacent repeated labels before computing the loss (the
 # bug of collapsing targets like preprocess_collapse_repeated). Installed as a real plugin.
@@ -141,9 +142,9 @@ class IgnoresBlank:
 def test_wrong_backend_registered_in_process(register_backends, tmp_path):
     """register_backend(): a backend that ignores the blank index fails the cases with blank != 0."""
     register_backends("ignores-blank", IgnoresBlank)
-    df = compare(["ignores-blank"], ["tf_basic", "blank_first_vs_last", "warpctc_small",
-                                     "toy_alpha_beta"], ["float64"], out=tmp_path)
-    summary = summarize(df)
+    result = compare(["ignores-blank"], ["tf_basic", "blank_first_vs_last", "warpctc_small",
+                                         "toy_alpha_beta"], ["float64"], out=tmp_path)
+    df, summary = result.rows, result.summary
     assert summary["failed"]
     assert summary["failing_cases"] == ["blank_first_vs_last", "tf_basic"]
     assert set(df[df["status"] == "ok"]["case"]) == {"warpctc_small", "toy_alpha_beta"}
@@ -167,7 +168,7 @@ def test_statuses_unsupported_and_error(register_backends, tmp_path):
     register_backends("no-weights", NoWeights)
     register_backends("crashes", Crashes)
     df = compare(["no-weights", "crashes"], ["upstream_gradient_scale", "toy_alpha_beta"],
-                 ["float64"], out=tmp_path)
+                 ["float64"], out=tmp_path).rows
     status = {(r.backend, r.case): (r.status, r.reason) for r in df.itertuples()}
     assert status[("no-weights", "upstream_gradient_scale")][0] == "unsupported"
     assert "grad_weights" in status[("no-weights", "upstream_gradient_scale")][1]
@@ -213,14 +214,14 @@ def test_csv_and_table_formats(tmp_path):
     (["--backend", "nope"], "unknown backend 'nope'"),
     (["--case", "zzz*"], "case: expected a name or glob matching at least one case"),
     (["--cases", "/nonexistent/dir"], "cases: expected a folder"),
-    (["--resume"], "--resume needs --out"),
+    (["--resume"], "--resume: expected --out DIR"),
     (["--dtype", "float8"], "Invalid value for '--dtype'"),
 ])
 def test_cli_errors_are_one_clean_line(tmp_path, args, message):
     """Bad options end with a click error naming the problem, never a traceback."""
     out = [] if "--resume" in args else ["--out", str(tmp_path / "x")]
     res = CliRunner().invoke(cli, ["compare", *out, *args])
-    assert res.exit_code == (2 if "Invalid" in message or "resume" in message else 1)
+    assert res.exit_code == (2 if "Invalid" in message else 1)
     assert message in res.output and "Traceback" not in res.output
 
 
@@ -295,7 +296,7 @@ def test_resume_after_an_infinite_loss(tmp_path):
     assert again.exit_code == 0 and "Traceback" not in again.output, again.output
     rows = [line.split() for line in again.stdout.splitlines()[1:-1]]
     assert [r[5:7] for r in rows] == [["inf", "inf"]] * 2  # loss, expected: T < L + repeats
-    df = compare(["numpy"], ["infeasible_target"], out=out, resume=True, progress=False)
+    df = compare(["numpy"], ["infeasible_target"], out=out, resume=True, progress=False).rows
     assert all(isinstance(x, float) and math.isinf(x) for x in df["loss"])
 
 
@@ -317,14 +318,14 @@ def test_resume_reruns_errors_and_keeps_the_rest(monkeypatch, register_backends,
     register_backends("flaky", Flaky)
     register_backends("nan-grad", NanGradient)
     args = (["flaky", "nan-grad"], ["warpctc_small", "toy_alpha_beta"], ["float64"])
-    first = compare(*args, out=tmp_path, progress=False)
+    first = compare(*args, out=tmp_path, progress=False).rows
     status = {(r.backend, r.case): r.status for r in first.itertuples()}
     assert status == {("flaky", "warpctc_small"): "error", ("flaky", "toy_alpha_beta"): "error",
                       ("nan-grad", "warpctc_small"): "mismatch",
                       ("nan-grad", "toy_alpha_beta"): "mismatch"}
     lines = len((tmp_path / "rows.jsonl").read_text().splitlines())
     Flaky.broken = False
-    second = compare(*args, out=tmp_path, resume=True, progress=False)
+    second = compare(*args, out=tmp_path, resume=True, progress=False).rows
     new = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()[lines:]]
     assert {(r["backend"], r["case"], r["status"]) for r in new} == {
         ("flaky", "warpctc_small", "ok"), ("flaky", "toy_alpha_beta", "ok")}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctcbench.compare.run import tidy
+from ctcbench.compare.table import tidy
 from ctcbench.compare.plot import plot_margins
 
 

@@ -47,7 +47,7 @@ def test_table_output_and_resume(tmp_path):
     assert res.exit_code == 0, res.output
     assert "final_cer" in res.output and f"run folder: {out}" in res.output
     first = pd.read_csv(out / "summary.csv")
-    res = CliRunner().invoke(cli, ["convergence", "--resume", str(out), "--format", "json"])
+    res = CliRunner().invoke(cli, ["convergence", "--out", str(out), "--resume", "--format", "json"])
     assert res.exit_code == 0, res.output
     again = json.loads(res.stdout)
     assert [r["final_cer"] for r in again] == list(first["final_cer"])
@@ -85,21 +85,26 @@ def test_bad_options_are_clean_errors(tmp_path, args, message):
 
 
 def test_resume_needs_a_run_folder(tmp_path):
-    """--resume of a folder that is not a convergence run is a clear error."""
-    res = CliRunner().invoke(cli, ["convergence", "--resume", str(tmp_path)])
+    """--resume of a folder that holds no run is a clear error."""
+    res = CliRunner().invoke(cli, ["convergence", "--out", str(tmp_path), "--resume"])
     assert res.exit_code != 0 and "resume: expected a convergence run folder" in res.output
 
 
-@pytest.mark.parametrize("meta", ['{"config": {"backends": ["numpy"]}}', "not json", "[]"])
-def test_resume_of_another_commands_folder_is_a_clear_error(tmp_path, meta):
-    """--resume of a folder whose meta.json is not a convergence grid's (another command's
-    run, a damaged file) is one clear error line naming --resume."""
+@pytest.mark.parametrize("meta, message", [
+    ('{"config": {"driver": "compare"}}',
+     "holds a compare run; `ctcbench convergence` does not resume a compare run folder"),
+    ('{"config": {"backends": ["numpy"]}}', "holds a run folder of unknown kind"),
+    ("not json", "meta.json: expected the JSON a ctcbench run writes"),
+    ("[]", "meta.json: expected a JSON object, got list"),
+])
+def test_resume_of_another_commands_folder_is_a_clear_error(tmp_path, meta, message):
+    """--resume of a folder whose meta.json is not a convergence run's (another command's
+    run, a damaged file) is one clear error line naming the folder."""
     (tmp_path / "meta.json").write_text(meta)
-    res = CliRunner().invoke(cli, ["convergence", "--resume", str(tmp_path)])
+    res = CliRunner().invoke(cli, ["convergence", "--out", str(tmp_path), "--resume"])
     assert res.exit_code == 1
-    assert res.output.strip().splitlines() == [
-        f"Error: resume: expected a convergence run folder, got {str(tmp_path)!r} "
-        "(its meta.json holds no convergence grid)"]
+    [line] = res.output.strip().splitlines()
+    assert line.startswith("Error: ") and str(tmp_path) in line and message in line
 
 
 def test_optimizer_table_picks_best_lr_and_shows_spread():

@@ -1,0 +1,229 @@
+"""Per-row checks of the ``compare`` driver: one backend on one (case, dtype), every variant.
+
+Each row is checked twice:
+  * against the case's known answer (an independent oracle or a published value), mapped to
+    every variant of an invariance case (a permuted blank, extra NaN frames, an upstream
+    gradient ...), so a variant that breaks the invariance fails against the same oracle;
+  * against the ``numpy`` reference run on the very same problem (gradient at the logits
+    level; torch's log-prob-level convention is not a difference there, see DESIGN.md).
+Status: ``ok``; ``mismatch`` (a check failed: the reason says which, by how much, where);
+``error`` (the backend raised); ``crashed`` / ``timeout`` (an isolated backend's worker
+process died, e.g. of SIGSEGV, or hung; it is restarted and the run goes on); ``known`` (a
+failure the backend lists in its ``known_issues``, ``{"case-glob/dtype-glob": why}``: an
+upstream bug that is recorded with its numbers but does not fail the gate); ``unsupported``
+(``UnsupportedProblem``, a dtype the backend does not list, or an upstream gradient its
+``run`` does not take); ``skipped`` (the backend cannot run here, with its reason).
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ctcbench.caselib.builders import Variant, to_problem, variants
+from ctcbench.caselib.library import Case
+from ctcbench.caselib.expected import Answer, known_answer
+from ctcbench.protocol import run_takes
+from ctcbench.registry import BackendFailure, UnsupportedProblem
+
+REFERENCE = "numpy"
+STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",
+                "ok")  # failures first
+FAILING = ("mismatch", "crashed", "timeout", "error")
+CHECKED = FAILING + ("known", "ok")  # rows where a backend really ran on a case
+RERUN = ("error", "crashed", "timeout")  # may be transient: ``resume`` runs them again
+KEY = ("backend", "case", "dtype", "device")
+COLUMNS = ("status", "backend", "case", "dtype", "device", "loss", "expected_loss", "abs_err",
+           "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite",
+           "margin", "time_s", "family", "oracle", "variants", "compute_dtype", "reason")
+NUMBERS = ("loss", "expected_loss", "abs_err", "rel_err", "grad_err", "ref_loss_err",
+           "ref_grad_err", "margin", "time_s")  # None: not applicable; NaN: a NaN result
+
+
+@dataclass
+class Prepared:
+    """One (case, dtype): its problems, their known answers and the reference's results."""
+
+    case: Case
+    dtype: str
+    variants: list[Variant]
+    problems: list  # CTCProblem per variant
+    answers: list[Answer]  # per variant, mapped from the base answer
+    reference: list | None = None  # BackendResult per variant, filled on first use
+    reference_time: float = 0.0
+    reference_error: str | None = None
+
+
+def prepare(case: Case, dtype: str) -> Prepared:
+    """Build every variant of ``case`` in ``dtype`` and its known answer."""
+    vs = variants(case.build, case.variants, case=case.name)
+    problems = [to_problem(v.raw, dtype) for v in vs]
+    base = known_answer(problems[0], case.expect, case=case.name)
+    answers = [Answer(base.loss, None if base.grad is None else v.grad_map(base.grad), base.source)
+               for v in vs]
+    return Prepared(case, dtype, vs, problems, answers)
+
+
+def _reference(prep: Prepared, ref) -> list | None:
+    if prep.reference is None and prep.reference_error is None:
+        start = time.perf_counter()
+        try:
+            prep.reference = [ref.run(p, **v.run_kwargs)
+                              for v, p in zip(prep.variants, prep.problems)]
+        except Exception as exc:  # the reference must not hide the backend's own result
+            prep.reference_error = f"{type(exc).__name__}: {exc}"
+        prep.reference_time = time.perf_counter() - start
+    return prep.reference
+
+
+def _loss_err(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """``(N,)`` |got - want|, 0 where both are the same infinity, NaN where got is NaN."""
+    same_inf = np.isinf(got) & np.isinf(want) & (np.sign(got) == np.sign(want))
+    with np.errstate(invalid="ignore"):
+        return np.where(same_inf, 0.0, np.abs(got - want))
+
+
+def _max(x) -> float:
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return 0.0
+    return float("nan") if np.isnan(x).any() else float(x.max())
+
+
+def _worst(a: float, b: float) -> float:
+    """max that keeps NaN (a NaN error is the worst kind)."""
+    return a if math.isnan(a) else b if math.isnan(b) else max(a, b)
+
+
+class _Checks:
+    """Collects the worst error of each kind and a reason for each failed check."""
+
+    def __init__(self, tol):
+        self.tol = tol
+        self.abs_err = self.rel_err = self.grad_err = self.ref_loss_err = self.ref_grad_err = 0.0
+        self.margin = 0.0  # worst error / allowed error over every check; > 1 fails
+        self.failures: list[str] = []
+
+    def _fail(self, what: str) -> None:
+        if what not in self.failures:
+            self.failures.append(what)
+
+    def loss(self, got, want, label: str, against: str) -> tuple[float, float]:
+        """Worst absolute and relative loss error; records a failure beyond tolerance."""
+        err = _loss_err(got, want)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = np.where(np.isfinite(want) & (want != 0), err / np.abs(want), err)
+        allowed = self.tol.loss_atol + self.tol.loss_rtol * np.where(np.isfinite(want),
+                                                                     np.abs(want), 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.margin = _worst(self.margin, _max(np.where(err == 0, 0.0, err / allowed)))
+        bad = [n for n in range(len(want)) if not self.tol.loss_ok(err[n], want[n])]
+        if bad:
+            n = bad[0]
+            self._fail(f"loss vs {against} [{label}] sample {n}: got {got[n]:.7g}, "
+                       f"want {want[n]:.7g}")
+        return _max(err), _max(rel)
+
+    def grad(self, got, want, label: str, against: str) -> float:
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(got - want)  # (T, N, C)
+        err = _max(diff)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.margin = _worst(self.margin, 0.0 if err == 0 else err / self.tol.grad_atol)
+        if not err <= self.tol.grad_atol:  # NaN fails too
+            t, n, c = np.unravel_index(np.nanargmax(np.where(np.isnan(diff), np.inf, diff)),
+                                       diff.shape)
+            self._fail(f"grad vs {against} [{label}] max err {err:.2g} > {self.tol.grad_atol:g} "
+                       f"at t={t} n={n} c={c}")
+        return err
+
+
+def check(backend, prep: Prepared, ref) -> dict:
+    """Run ``backend`` on every variant of a prepared case and fill one row; a failure the
+    backend declares in ``known_issues`` becomes status ``known``, its numbers kept."""
+    row = _check(backend, prep, ref)
+    if row["status"] in FAILING:
+        key = f"{row['case']}/{row['dtype']}"
+        for pattern, why in backend.traits.known_issues.items():
+            if fnmatch.fnmatchcase(key, pattern):
+                return {**row, "status": "known",
+                        "reason": f"known {row['status']}: {why} | {row.get('reason') or ''}"}
+    return row
+
+
+def _check(backend, prep: Prepared, ref) -> dict:
+    case, tol = prep.case, prep.case.tolerance(prep.dtype)
+    row = {"backend": backend.name, "case": case.name, "family": case.family,
+           "dtype": prep.dtype, "device": backend.traits.device,
+           "oracle": prep.answers[0].source, "variants": len(prep.variants)}
+    dtypes = backend.traits.dtypes
+    if dtypes is not None and prep.dtype not in dtypes:
+        return {**row, "status": "unsupported",
+                "reason": f"{backend.name} computes in {'/'.join(dtypes)}, not {prep.dtype}"}
+    needs = sorted({k for v in prep.variants for k in v.run_kwargs})
+    missing = [k for k in needs if not run_takes(backend.impl, k)]
+    if missing:
+        return {**row, "status": "unsupported",
+                "reason": f"run() takes no {', '.join(missing)} (upstream gradient)"}
+
+    is_reference = backend.name == REFERENCE
+    refs = _reference(prep, ref) if ref is not None else None
+    results, elapsed = [], 0.0
+    try:
+        if is_reference and refs is not None:  # the reference's own row: same run, same timing
+            results, elapsed = refs, prep.reference_time
+        else:
+            for v, problem in zip(prep.variants, prep.problems):
+                start = time.perf_counter()
+                results.append(backend.run(problem, **v.run_kwargs))
+                elapsed += time.perf_counter() - start
+    except UnsupportedProblem as exc:
+        return {**row, "status": "unsupported", "reason": str(exc)}
+    except BackendFailure as exc:  # the worker died or hung; it restarts on the next case
+        return {**row, "status": exc.status, "reason": str(exc)}
+    except Exception as exc:
+        return {**row, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+
+    checks = _Checks(tol)
+    for i, (v, res, ans) in enumerate(zip(prep.variants, results, prep.answers)):
+        err, rel = checks.loss(res.loss, ans.loss, v.label, ans.source)
+        checks.abs_err, checks.rel_err = _worst(checks.abs_err, err), _worst(checks.rel_err, rel)
+        if ans.grad is not None:
+            checks.grad_err = _worst(checks.grad_err, checks.grad(res.grad_logits, ans.grad,
+                                                                  v.label, ans.source))
+        if refs is not None:
+            checks.ref_loss_err = _worst(checks.ref_loss_err,
+                                         checks.loss(res.loss, refs[i].loss, v.label, REFERENCE)[0])
+            rg = checks.grad(res.grad_logits, refs[i].grad_logits, v.label, REFERENCE)
+            checks.ref_grad_err = _worst(checks.ref_grad_err, rg)
+    base, want = results[0].loss, prep.answers[0].loss
+    # finite: no NaN anywhere, and a finite loss wherever the known answer is finite
+    finite = all(not np.isnan(r.loss).any() and np.isfinite(r.grad_logits).all()
+                 and np.isfinite(r.loss[np.isfinite(a.loss)]).all()
+                 for r, a in zip(results, prep.answers))
+    if case.ordering:
+        names = prep.variants[0].raw.names
+        order = [names.index(s) for s in case.ordering]
+        got = [base[i] for i in order]
+        if not all(a < b for a, b in zip(got, got[1:])):
+            checks._fail("ordering " + " < ".join(case.ordering) + " violated: "
+                         + ", ".join(f"{s}={x:.4g}" for s, x in zip(case.ordering, got)))
+    if refs is None:
+        checks._fail(f"reference {REFERENCE} failed: {prep.reference_error}")
+    return {**row,
+            "status": "mismatch" if checks.failures else "ok",
+            "loss": float(base.sum()), "expected_loss": float(want.sum()),
+            "abs_err": checks.abs_err, "rel_err": checks.rel_err,
+            # no oracle gradient (uniform, a published loss only): ref_grad_err is the check
+            "grad_err": checks.grad_err if prep.answers[0].grad is not None else None,
+            "grad_source": prep.answers[0].source if prep.answers[0].grad is not None else None,
+            "ref_loss_err": checks.ref_loss_err if refs is not None else None,
+            "ref_grad_err": checks.ref_grad_err if refs is not None else None,
+            "finite": bool(finite), "margin": checks.margin, "time_s": elapsed,
+            "compute_dtype": results[0].compute_dtype,
+            "reason": "; ".join(checks.failures[:3]) + (" ..." if len(checks.failures) > 3 else "")}
+
+

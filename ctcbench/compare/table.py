@@ -1,0 +1,100 @@
+"""The ``compare`` rows as a table: tidy DataFrame, CSV/JSON spellings, summary and verdict."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ctcbench.compare.checks import CHECKED, COLUMNS, FAILING, KEY, STATUS_ORDER
+
+
+def tidy(rows: list[dict]) -> pd.DataFrame:
+    """Rows as a DataFrame with every column, one row per key, failures first. Columns hold
+    objects, so a value that does not apply (None) stays apart from a NaN result."""
+    df = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS),
+                      dtype=object)
+    df = df.drop_duplicates(subset=list(KEY), keep="last")
+    rank = df["status"].map({s: i for i, s in enumerate(STATUS_ORDER)})
+    df = df.assign(_rank=rank).sort_values(["_rank", "backend", "case", "dtype"], kind="stable")
+    return df.drop(columns="_rank").reset_index(drop=True)
+
+
+def df_records(df: pd.DataFrame) -> list[dict]:
+    """JSON-ready rows: not applicable is None (null); ``to_json`` spells NaN and inf as the
+    strings "nan" and "inf"."""
+    return df.to_dict(orient="records")
+
+
+def to_csv(df: pd.DataFrame) -> str:
+    """The rows as CSV: not applicable is an empty field, a NaN result the word nan."""
+    spelled = df.map(lambda v: "nan" if isinstance(v, float) and math.isnan(v) else v)
+    return spelled.to_csv(index=False)
+
+
+def summarize(df: pd.DataFrame, run_dir=None) -> dict:
+    """Counts per status and the failing rows; ``failed`` is what a CI gate checks: true on
+    any failing row, and when no row was checked at all (``checked`` is 0)."""
+    counts = {s: int((df["status"] == s).sum()) for s in STATUS_ORDER}
+    failing = df[df["status"].isin(FAILING)]
+    checked = int(df["status"].isin(CHECKED).sum())
+    return {"failed": bool(len(failing)) or checked == 0, "checked": checked, "counts": counts,
+            "failing": [f"{r.backend}/{r.case}/{r.dtype}" for r in failing.itertuples()],
+            "failing_cases": sorted(set(failing["case"])),
+            "run_dir": None if run_dir is None else str(run_dir)}
+
+
+def nothing_checked(summary: dict) -> str | None:
+    """Why a run that checked no row cannot pass, or None when some row was checked."""
+    if summary["checked"]:
+        return None
+    counts = ", ".join(f"{n} {k}" for k, n in summary["counts"].items() if n)
+    return "nothing was checked: " + (f"no backend ran on any case ({counts})" if counts else
+                                      "no case offers the selected dtypes")
+
+
+def _fmt(x, spec: str) -> str:
+    if x is None:  # does not apply
+        return "-"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    return format(x, spec)
+
+
+def format_table(df: pd.DataFrame, *, run_dir=None, reason_width: int = 70) -> str:
+    """A compact table for people, failures first, and a one-line summary at the end."""
+    cols = [("status", "status", "s"), ("backend", "backend", "s"), ("case", "case", "s"),
+            ("dtype", "dtype", "s"), ("device", "dev", "s"), ("loss", "loss", ".6g"),
+            ("expected_loss", "expected", ".6g"), ("abs_err", "loss_err", ".1e"),
+            ("grad_err", "grad_err", ".1e"), ("ref_grad_err", "ref_grad", ".1e"),
+            ("time_s", "ms", ".1f"), ("reason", "reason", "s")]
+    cells = []
+    for r in df.to_dict(orient="records"):
+        line = []
+        for key, _, spec in cols:
+            v = r.get(key)
+            if key == "time_s" and v is not None and not (isinstance(v, float) and math.isnan(v)):
+                v = v * 1e3
+            text = _fmt(v, spec) if spec != "s" else ("" if v is None else str(v))
+            if key == "reason" and len(text) > reason_width:
+                text = text[: reason_width - 3] + "..."
+            line.append(text)
+        cells.append(line)
+    heads = [h for _, h, _ in cols]
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
+    right = {"loss", "expected", "loss_err", "grad_err", "ref_grad", "ms"}
+
+    def fmt_line(items):
+        return "  ".join((s.rjust(w) if h in right else s.ljust(w))
+                         for s, w, h in zip(items, widths, heads)).rstrip()
+    lines = [fmt_line(heads)] + [fmt_line(c) for c in cells]
+    s = summarize(df, run_dir)
+    counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
+    verdict = "FAILED" if s["failed"] else "passed"
+    tail = f"compare {verdict}: {counts or 'no rows'}"
+    if nothing_checked(s):
+        tail += f"; {nothing_checked(s)}"
+    if s["failing_cases"]:
+        tail += f"; failing cases: {', '.join(s['failing_cases'])}"
+    if s["run_dir"]:
+        tail += f"; results in {s['run_dir']}"
+    return "\n".join(lines + [tail])
