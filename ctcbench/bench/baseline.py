@@ -8,12 +8,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctcbench.bench.sizes import KEY
 from ctcbench.runstore import RowLog, read_text
 
 # metric name on the command line -> row field, unit for messages
 METRICS = {"time": ("time_median_s", "s"), "ratio": ("ratio_to_torch", "x torch"),
            "memory": ("peak_rss_mb", "MiB")}
-KEY = ("backend", "T", "N", "C", "L", "dtype")
 
 
 @dataclass(frozen=True)

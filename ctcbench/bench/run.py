@@ -14,10 +14,9 @@ from dataclasses import asdict
 import pandas as pd
 
 from ctcbench.bench.measure import REFERENCE, measure_size, resolve_backends, set_threads
-from ctcbench.bench.sizes import DTYPES, expect, load_grid
+from ctcbench.bench.sizes import DTYPES, KEY, expect, load_grid
 from ctcbench.runstore import RunResult, check_resume, open_run, to_json
 
-KEY = ("backend", "T", "N", "C", "L", "dtype")
 FAILED = ("error", "crashed", "timeout")
 STATUSES = ("ok", "error", "crashed", "timeout", "unsupported", "skipped")
 

@@ -13,6 +13,7 @@ from ctcbench.core.problem import CTCProblem
 from ctcbench.runstore import read_text
 
 DTYPES = ("float32", "float64")
+KEY = ("backend", "T", "N", "C", "L", "dtype")  # one bench row per key, in a run and a baseline
 
 
 @dataclass(frozen=True)

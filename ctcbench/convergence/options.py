@@ -95,13 +95,10 @@ def option_names() -> dict[str, str]:
     return {s.key: s.option for s in settings()}
 
 
-def resume_folder(out, resume) -> str | None:
-    """The run folder to resume, for either spelling: ``--resume DIR`` (a path) or
-    ``--out DIR --resume`` (a flag); ``None`` for a fresh run."""
-    if resume is None or resume is False:
+def resume_folder(out, resume: bool) -> str | None:
+    """The run folder ``--out DIR --resume`` continues; ``None`` for a fresh run."""
+    if not resume:
         return None
-    if resume is True:
-        if out is None:
-            raise click.UsageError("--resume needs --out (the run folder to continue)")
-        return os.fspath(out)
-    return os.fspath(resume)
+    if out is None:
+        raise click.UsageError("--resume needs --out (the run folder to continue)")
+    return os.fspath(out)

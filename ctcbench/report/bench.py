@@ -15,7 +15,7 @@ FIELDS = ("backend", *SIZE, "cells", "dtype", "status", "reason", "time_median_s
 
 def bench_rows(run_dir: Path) -> list[dict]:
     """The latest row per (backend, size, dtype), smallest sizes first."""
-    from ctcbench.bench.run import KEY
+    from ctcbench.bench.sizes import KEY
     from ctcbench.runstore import RowLog
     run_dir = Path(run_dir)
     rows = RowLog(run_dir / "rows.jsonl").rows()

@@ -10,7 +10,7 @@ TOLERANCE_FIELDS = ("loss_atol", "loss_rtol", "grad_atol")
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    from ctcbench.compare.run import NUMBERS
+    from ctcbench.compare.checks import NUMBERS
     from ctcbench.runstore import RowLog
     rows = RowLog(run_dir / "rows.jsonl").rows(floats=NUMBERS)
     if not rows and (run_dir / "rows.json").is_file():
@@ -39,7 +39,8 @@ def _tolerances(case_names, dtypes) -> dict:
 
 
 def compare_context(run_dir: Path, meta: dict) -> dict:
-    from ctcbench.compare.run import FAILING, STATUS_ORDER, summarize, tidy
+    from ctcbench.compare.checks import FAILING, STATUS_ORDER
+    from ctcbench.compare.table import summarize, tidy
     run_dir = Path(run_dir)
     df = tidy(_rows(run_dir))
     summary = summarize(df)

@@ -71,7 +71,7 @@ def test_resume_with_a_different_option_names_it(toml_run):
     the option, the folder and both values; nothing is run."""
     out, _, _, _ = toml_run
     before = (out / "summary.csv").stat().st_mtime_ns
-    res = invoke("--resume", out, "--lr", "0.003", "--channels", 4, "--data-seed", 8)
+    res = invoke("--out", out, "--resume", "--lr", "0.003", "--channels", 4, "--data-seed", 8)
     assert res.exit_code == 1
     assert res.output.strip().splitlines() == [
         f"Error: --lr: the run folder {out} was started with 0.01, got 0.003; "
@@ -83,7 +83,7 @@ def test_resume_with_a_different_option_names_it(toml_run):
 def test_resume_with_the_same_options_resumes(toml_run):
     """Options equal to the stored config (the original command line) are no conflict."""
     out, path, cache, first = toml_run
-    res = invoke("--config", path, "--steps", 3, "--resume", out, "--cache-dir", cache,
+    res = invoke("--config", path, "--steps", 3, "--out", out, "--resume", "--cache-dir", cache,
                  "--format", "json")
     assert res.exit_code == 0, res.output
     assert [r["final_cer"] for r in json.loads(res.stdout)] == [
@@ -94,7 +94,7 @@ def test_resume_with_the_config_file_alone_conflicts_on_the_overridden_key(toml_
     """The file's steps = 5 was overridden by --steps 3 when the run started: the file alone
     does not describe the run, and the error says so."""
     out, path, _, _ = toml_run
-    res = invoke("--config", path, "--resume", out)
+    res = invoke("--config", path, "--out", out, "--resume")
     assert res.exit_code == 1
     assert f"--steps: the run folder {out} was started with 3, got 5" in res.output
 

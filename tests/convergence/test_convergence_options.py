@@ -102,10 +102,9 @@ def test_cli_import_and_help_do_not_import_torch():
 
 
 @pytest.mark.parametrize("out,resume,expected", [
-    (None, None, None), ("a", None, None), (None, "run", "run"), ("a", "run", "run"),
-    ("run", True, "run"), ("run", False, None)])
-def test_resume_folder_takes_either_spelling(out, resume, expected):
-    """`--resume DIR` and `--out DIR --resume` name the same folder to resume."""
+    (None, False, None), ("a", False, None), ("run", True, "run")])
+def test_resume_folder_is_out_with_the_flag(out, resume, expected):
+    """`--out DIR --resume` names the folder to resume; without the flag there is none."""
     assert resume_folder(out, resume) == expected
 
 

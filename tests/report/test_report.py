@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.cli import cli
-from ctcbench.compare.run import prepare
+from ctcbench.compare.checks import prepare
 from ctcbench.report.kinds import run_kind
 
 from conftest import random_problem, trained_log_probs
