@@ -45,11 +45,11 @@ class _Prob:
 
     @staticmethod
     def posterior(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``a, b (N, S)`` -> posterior ``(N, S)`` normalised per row, and ``(N,)`` the log
-        of each row's mass ``sum_s a * b``."""
-        ab = a * b  # (N, S)
-        mass = ab.sum(axis=1)  # (N,)
-        ab /= np.where(mass > 0, mass, 1.0)[:, None]  # a quotient <= 1, even for subnormals
+        """``a, b (..., S)`` -> posterior ``(..., S)`` normalised over states, and ``(...)``
+        the log of each row's mass ``sum_s a * b``."""
+        ab = a * b  # (..., S)
+        mass = ab.sum(axis=-1)  # (...)
+        ab /= np.where(mass > 0, mass, 1.0)[..., None]  # a quotient <= 1, even for subnormals
         with np.errstate(divide="ignore"):
             return ab, np.log(mass)
 
@@ -62,17 +62,18 @@ class _Log:
 
     @staticmethod
     def normalise(row: np.ndarray) -> np.ndarray:
-        """Shift each row of ``row (N, W)`` to logsumexp 0 in place; return ``(N,)`` the
-        log sums (``-inf`` for a row of ``-inf``, which is left as it is)."""
-        m = logsumexp(row, axis=1)  # (N,)
-        row -= np.where(np.isfinite(m), m, 0.0)[:, None]  # -inf - -inf would be NaN
+        """Shift each row of ``row (N, W)`` to max 0 in place (keeps log alpha near 0, so its
+        rounding stays ~eps); return ``(N,)`` the shifts (0 for a row of ``-inf``)."""
+        m = row.max(axis=1)  # (N,)
+        m = np.where(np.isfinite(m), m, 0.0)  # -inf - -inf would be NaN
+        row -= m[:, None]
         return m
 
     @staticmethod
     def posterior(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = a + b  # (N, S) log alpha + log beta; never +inf, so never NaN
-        m = logsumexp(p, axis=1)  # (N,)
-        post = np.exp(p - np.where(np.isfinite(m), m, 0.0)[:, None])  # all zero when m = -inf
+        p = a + b  # (..., S) log alpha + log beta; never +inf, so never NaN
+        m = logsumexp(p, axis=-1)  # (...)
+        post = np.exp(p - np.where(np.isfinite(m), m, 0.0)[..., None])  # zero where m = -inf
         return post, m
 
 
@@ -99,6 +100,7 @@ def checkpointed_forward_backward(emit_of, targets: np.ndarray, input_lengths: n
     Returns:
       ``loss (N,)`` (``+inf`` where no path has probability > 0) and ``unsafe (N,)`` bool,
       samples whose probability-space results may have lost mass (always False in log space).
+      Once every sample is unsafe, the remaining segments are not consumed.
     """
     ar = _Log if log else _Prob
     N, _ = targets.shape
@@ -108,23 +110,27 @@ def checkpointed_forward_backward(emit_of, targets: np.ndarray, input_lengths: n
     ends = end_states(target_lengths, S)  # (N, S)
     fits = feasible(targets, input_lengths, target_lengths)  # (N,)
     last_t = input_lengths - 1  # (N,)
+    has = (input_lengths > 0) & fits  # (N,) samples with at least one path
+    finishing = {int(t): np.flatnonzero(last_t == t) for t in np.unique(last_t) if t >= 0}
     gate = np.where(skip, ar.one, ar.zero)  # (N, S) alpha: s-2 -> s allowed iff skip[s]
     gate_back = np.full((N, S), ar.zero)  # (N, S) beta: s+2 -> s allowed iff skip[s+2]
     gate_back[:, :-2] = gate[:, 2:]
+    start = np.where(ends, ar.one, ar.zero)  # (N, S) beta at a sample's last frame
+    if not log:
+        start /= ends.sum(axis=1)[:, None]  # normalised, like every other row
 
     def emissions(t0: int, t1: int) -> np.ndarray:
         e = np.asarray(emit_of(t0, t1), dtype=np.float64)  # (t1 - t0, N, S)
         inside = (np.arange(t0, t1)[:, None] < input_lengths[None, :])[..., None] & valid[None]
         return np.where(inside, e, ar.zero)  # padded frames may hold NaN
 
+    # Forward: alpha of every frame, kept every K frames; the loss at each sample's last frame.
     loss = np.where(target_lengths == 0, 0.0, np.inf)  # the answer for input_length 0
-    has = (input_lengths > 0) & fits
-    smallest = np.full(N, np.inf)  # (N,) log of the smallest norm * mass met on a valid frame
-    log_norm = np.zeros((T, N))  # (T, N) log of alpha's normaliser at each frame
     n_seg = -(-T // K)
     ckpt = np.empty((n_seg, N, S + 2))  # alpha every K frames; state s at column s + 2
-    row = np.full((N, S + 2), ar.zero)  # (N, S + 2) current alpha, two zero states on the left
+    row = np.full((N, S + 2), ar.zero)  # (N, S + 2) alpha, two zero states on the left
     tmp = np.empty((N, S))
+    log_norm_a = np.zeros((T, N))  # (T, N) log of alpha's normaliser at each frame
     acc = np.zeros(N)  # (N,) log of the normalisers applied so far
     for k in range(n_seg):
         t0, t1 = k * K, min((k + 1) * K, T)
@@ -134,22 +140,20 @@ def checkpointed_forward_backward(emit_of, targets: np.ndarray, input_lengths: n
                 row[:, 2:4] = e[0, :, :2]  # paths start in states 0 and 1
             else:
                 _alpha_step(ar, row, gate, e[t - t0], tmp)
-            c = ar.normalise(row)  # (N,) log of the row sums
-            acc += c
-            log_norm[t] = c
+            log_norm_a[t] = ar.normalise(row)
+            acc += log_norm_a[t]
             if t % K == 0:
                 ckpt[t // K] = row
-            done = np.flatnonzero(has & (last_t == t))
-            if len(done):
+            done = finishing.get(t)
+            if done is not None:
                 final = np.where(ends[done], row[done, 2:], ar.zero)  # (n, S)
                 with np.errstate(divide="ignore"):
                     log_end = logsumexp(final, axis=1) if log else np.log(final.sum(axis=1))
-                loss[done] = -(acc[done] + log_end)
-        del e
+                loss[done] = np.where(has[done], -(acc[done] + log_end), loss[done])
 
-    keep_n = has & np.isfinite(loss)  # (N,) samples with defined posteriors
-    n_ends = ends.sum(axis=1)  # (N,) 1 or 2
-    start = np.where(ends, ar.one, ar.zero)  # (N, S) beta at a sample's last frame
+    # Backward, segment by segment: alpha again from its checkpoint, beta, posteriors.
+    keep = has & np.isfinite(loss)  # (N,) samples with defined posteriors
+    smallest = np.full(N, np.inf)  # (N,) log of the smallest norm * mass on a valid frame
     beta = np.full((N, S + 2), ar.zero)  # (N, S + 2) state s at column s, two zeros right
     nxt = np.full((N, S + 2), ar.zero)
     e_next = np.full((N, S), ar.zero)  # emissions of the frame after the segment
@@ -162,30 +166,32 @@ def checkpointed_forward_backward(emit_of, targets: np.ndarray, input_lengths: n
             alpha[t - t0] = alpha[t - t0 - 1]
             _alpha_step(ar, alpha[t - t0], gate, e[t - t0], tmp)
             ar.normalise(alpha[t - t0])
-        post = np.empty((t1 - t0, N, S))  # (t1 - t0, N, S) state posteriors
+        betas = np.empty((t1 - t0, N, S))  # (t1 - t0, N, S) beta of the segment
+        log_norm_b = np.zeros((t1 - t0, N))  # (t1 - t0, N) beta's normalisers; 0 at the ends
         for t in range(t1 - 1, t0 - 1, -1):
             if t < T - 1:
                 ar.times(beta[:, :S], e_next, out=nxt[:, :S])
                 ar.times(nxt[:, 2:], gate_back, out=tmp)
                 ar.plus(tmp, nxt[:, 1:-1], out=tmp)
                 ar.plus(tmp, nxt[:, :S], out=beta[:, :S])
-                c_b = ar.normalise(beta[:, :S])
-            starting = last_t == t
-            if starting.any():
+                log_norm_b[t - t0] = ar.normalise(beta[:, :S])
+            starting = finishing.get(t)
+            if starting is not None:
                 beta[starting, :S] = start[starting]
-                if not log:
-                    beta[starting, :S] /= n_ends[starting, None]
-            p, mass = ar.posterior(alpha[t - t0, :, 2:], beta[:, :S])
-            # An entry that underflowed at frame t is off by ~1e-308 / norm in the normalised
-            # row and by that / mass in Z: norm * mass >= SAFE_FLOOR bounds both recursions.
-            worst = mass + np.minimum(log_norm[t], c_b if t < T - 1 else 0.0)
-            worst = np.where(starting, mass + log_norm[t], worst)  # beta is exact at the end
-            smallest = np.minimum(smallest, np.where(has & (t <= last_t), worst, np.inf))
-            in_use = keep_n & (t <= last_t)  # (N,)
-            post[t - t0] = np.where(in_use[:, None], p, 0.0)
+                log_norm_b[t - t0, starting] = 0.0  # exact: nothing underflowed
+            betas[t - t0] = beta[:, :S]
             e_next = e[t - t0]
-        del alpha, e
+        post, log_mass = ar.posterior(alpha[:, :, 2:], betas)  # (t1 - t0, N, S), (t1 - t0, N)
+        del alpha, betas, e
+        in_use = np.arange(t0, t1)[:, None] <= last_t[None, :]  # (t1 - t0, N)
+        # An entry that underflowed at frame t is off by ~1e-308 / norm in its normalised
+        # row and by that / mass in Z: norm * mass >= SAFE_FLOOR bounds both recursions.
+        worst = log_mass + np.minimum(log_norm_a[t0:t1], log_norm_b)  # (t1 - t0, N)
+        smallest = np.minimum(smallest, np.where(in_use & has, worst, np.inf).min(axis=0))
+        post[~(in_use & keep)] = 0.0
         consume(t0, t1, post)
+        if not log and (smallest[has] < math.log(SAFE_FLOOR)).all() and has.any():
+            break  # every sample will be redone in log space: the rest would be wasted
     unsafe = has & (smallest < math.log(SAFE_FLOOR)) if not log else np.zeros(N, dtype=bool)
     return loss, unsafe
 
