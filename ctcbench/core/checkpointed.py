@@ -71,10 +71,19 @@ class _Log:
 
     @staticmethod
     def posterior(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = a + b  # (..., S) log alpha + log beta; never +inf, so never NaN
-        m = logsumexp(p, axis=-1)  # (...)
-        post = np.exp(p - np.where(np.isfinite(m), m, 0.0)[..., None])  # zero where m = -inf
-        return post, m
+        post = normalised_exp(a + b)  # (..., S); a + b is never +inf, so never NaN
+        return post, np.zeros(post.shape[:-1])
+
+
+def normalised_exp(x: np.ndarray) -> np.ndarray:
+    """``exp(x)`` divided by its sum over the last axis, rows of ``-inf`` giving 0. Shifted by
+    the row max and divided, not ``exp(x - logsumexp(x))``: that carries the rounding of
+    ``logsumexp``, ``eps * |max|``, into every row sum (1e-12 at log-probs of -3e4)."""
+    m = x.max(axis=-1, keepdims=True)  # (..., 1)
+    out = np.exp(x - np.where(np.isfinite(m), m, 0.0))  # -inf - -inf would be NaN
+    total = out.sum(axis=-1, keepdims=True)  # (..., 1), >= 1 unless the row is all -inf
+    out /= np.where(total > 0, total, 1.0)
+    return out
 
 
 def segment_length(T: int) -> int:

@@ -33,8 +33,8 @@ import functools
 
 import numpy as np
 
-from ctcbench.core.checkpointed import class_posteriors
-from ctcbench.core.ctcmath import feasible, logsumexp
+from ctcbench.core.checkpointed import class_posteriors, normalised_exp
+from ctcbench.core.ctcmath import feasible
 from ctcbench.core.extended import end_states, extended_labels, gather_states, scatter_states
 from ctcbench.core.memory import require_memory, uses_tables
 
@@ -363,9 +363,7 @@ def forward_backward_probs(emit_probs: np.ndarray, targets: np.ndarray, input_le
         loss[idx] = l_loss
         # Normalised per frame, not by exp(-loss): log alpha + log beta of a long or confident
         # sample carries rounding of order eps * |log alpha|, far above eps after T frames.
-        post = l_alpha + l_beta  # (T, n, S), never +inf
-        m = logsumexp(post, axis=2)  # (T, n), -inf where no path passes (probability 0)
-        post = np.exp(post - np.where(np.isfinite(m), m, 0.0)[..., None])
+        post = normalised_exp(l_alpha + l_beta)  # (T, n, S); 0 where no path passes
         state_post[:, idx] = np.where(keep[:, idx, None] & np.isfinite(l_loss)[None, :, None],
                                       post, 0.0)
         log_tables = {int(n): (l_alpha[:, i], l_beta[:, i]) for i, n in enumerate(idx)}
