@@ -26,6 +26,26 @@ Two exact paths:
     lose mass to underflow: a frame normaliser or a frame's ``sum_s alpha * beta`` below
     ``SAFE_FLOOR``. Above that floor, whatever underflows is below ``1e-300`` of a
     quantity that is kept, so both paths agree to float64 rounding.
+
+Problems whose full ``(T, N, S)`` tables would exceed ``memory.TABLE_BYTES_LIMIT`` (1 GiB)
+run checkpointed (:mod:`ctcbench.core.checkpointed`): same results to rounding, memory
+``O((T / sqrt(T) + sqrt(T)) N S)``, no ``state_posterior``/``log_alpha``/``log_beta``. A
+problem whose estimate (:func:`ctcbench.core.memory.estimate_bytes`) exceeds the memory
+free now is one ValueError naming the estimate and the sizes, raised before any work.
+
+Posteriors and their limits:
+  * every valid frame's posterior is divided by its own sum over states (the log-space path
+    shifts by the frame's max and divides, never ``exp(x - logsumexp(x))``), so it sums to 1
+    up to rounding (~1e-16) at any logit scale, and the gradient ``softmax - gamma`` has rows
+    summing to 0 within ~C * 1e-16 and entries in ``[-1, 1]``;
+  * the *split* of a frame's posterior among states is only as exact as the differences of
+    ``log alpha + log beta``, whose rounding grows like ``eps * |log-prob|`` per frame: at
+    logits of scale 1e15 those differences are off by ~0.1 and the posterior is the right
+    shape of answer (normalised, in range) but not accurate; the loss is then exact to
+    relative ~1e-16 * T;
+  * a log-probability of ``-inf`` is probability 0: its class gets gradient 0, and a target
+    all of whose alignments pass through a zero-probability label has loss ``+inf`` and
+    gradient 0, with no NaN anywhere; padded frames and infeasible samples get 0.
 """
 from __future__ import annotations
 
