@@ -41,8 +41,8 @@ Posteriors and their limits:
   * the *split* of a frame's posterior among states is only as exact as the differences of
     ``log alpha + log beta``, whose rounding grows like ``eps * |log-prob|`` per frame: at
     logits of scale 1e15 those differences are off by ~0.1 and the posterior is the right
-    shape of answer (normalised, in range) but not accurate; the loss is then exact to
-    relative ~1e-16 * T;
+    shape of answer (normalised, in range) but not accurate; the loss keeps its relative
+    float64 rounding, accumulated over T frames;
   * a log-probability of ``-inf`` is probability 0: its class gets gradient 0, and a target
     all of whose alignments pass through a zero-probability label has loss ``+inf`` and
     gradient 0, with no NaN anywhere; padded frames and infeasible samples get 0.
