@@ -21,7 +21,8 @@ def brute_force(logits: np.ndarray, target, *, blank: int = 0,
     """Loss and gradient w.r.t. logits for ONE sample by enumerating every path.
 
     Args:
-      logits: ``(T, C)`` unnormalised scores of the sample's valid frames.
+      logits: ``(T, C)`` unnormalised scores of the sample's valid frames; ``-inf`` is
+        probability 0.
       target: the label sequence (no blanks).
     Returns:
       ``(loss, grad)`` with ``grad (T, C)``; ``(inf, zeros)`` when no path collapses to target.
@@ -37,8 +38,10 @@ def brute_force(logits: np.ndarray, target, *, blank: int = 0,
                       if collapse(p, blank=blank) == target], dtype=np.int64).reshape(-1, T)
     if len(paths) == 0:
         return math.inf, np.zeros((T, C))
-    path_lp = lp[np.arange(T)[None, :], paths].sum(axis=1)  # (P,)
+    path_lp = lp[np.arange(T)[None, :], paths].sum(axis=1)  # (P,), -inf through a zero
     log_z = np.logaddexp.reduce(path_lp)
+    if log_z == -np.inf:  # every valid path has probability 0 (-inf logits)
+        return math.inf, np.zeros((T, C))
     weight = np.exp(path_lp - log_z)  # (P,) posterior of each path
     gamma = np.zeros((T, C))  # P(frame t emits c | target)
     for t in range(T):

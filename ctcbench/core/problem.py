@@ -11,6 +11,8 @@ Conventions (one place for each):
   * ``targets`` are padded ``(N, L)``; a concatenated 1-D form is accepted and padded.
   * frames ``t >= input_lengths[n]`` and target entries ``>= target_lengths[n]`` are
     ignored completely: they may hold NaN or garbage.
+  * in valid frames a logit may be ``-inf`` (probability 0, as masked vocabularies give);
+    ``+inf``, NaN, or a frame with no finite logit is an error naming ``(t, n)``.
 """
 from __future__ import annotations
 
@@ -86,11 +88,15 @@ class CTCProblem:
                 f"blank at (sample, position) {[tuple(map(int, b)) for b in bad[:5]]}")
 
         valid_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
-        finite = np.isfinite(logits[valid_frame])
-        if not finite.all():
-            t, n = np.argwhere(valid_frame)[np.argwhere(~finite.all(axis=1))[0, 0]]
-            raise ValueError(f"logits: expected finite values in valid frames, got non-finite "
-                             f"values at t={t}, n={n} (input_lengths[{n}] = {input_lengths[n]})")
+        rows = logits[valid_frame]  # (frames, C)
+        # -inf is probability 0 (masked vocabularies); +inf, NaN or a frame without any
+        # finite entry has no distribution.
+        bad = (np.isnan(rows) | (rows == np.inf)).any(axis=1) | ~np.isfinite(rows).any(axis=1)
+        if bad.any():
+            t, n = np.argwhere(valid_frame)[np.flatnonzero(bad)[0]]
+            raise ValueError(f"logits: expected finite values or -inf, at least one finite, in "
+                             f"every valid frame, got +inf, NaN or no finite value at t={t}, "
+                             f"n={n} (input_lengths[{n}] = {input_lengths[n]})")
 
         self.logits = logits
         self.dtype = dtype

@@ -26,6 +26,26 @@ Two exact paths:
     lose mass to underflow: a frame normaliser or a frame's ``sum_s alpha * beta`` below
     ``SAFE_FLOOR``. Above that floor, whatever underflows is below ``1e-300`` of a
     quantity that is kept, so both paths agree to float64 rounding.
+
+Problems whose full ``(T, N, S)`` tables would exceed ``memory.TABLE_BYTES_LIMIT`` (1 GiB)
+run checkpointed (:mod:`ctcbench.core.checkpointed`): same results to rounding, memory
+``O((T / sqrt(T) + sqrt(T)) N S)``, no ``state_posterior``/``log_alpha``/``log_beta``. A
+problem whose estimate (:func:`ctcbench.core.memory.estimate_bytes`) exceeds the memory
+free now is one ValueError naming the estimate and the sizes, raised before any work.
+
+Posteriors and their limits:
+  * every valid frame's posterior is divided by its own sum over states (the log-space path
+    shifts by the frame's max and divides, never ``exp(x - logsumexp(x))``), so it sums to 1
+    up to rounding (~1e-16) at any logit scale, and the gradient ``softmax - gamma`` has rows
+    summing to 0 within ~C * 1e-16 and entries in ``[-1, 1]``;
+  * the *split* of a frame's posterior among states is only as exact as the differences of
+    ``log alpha + log beta``, whose rounding grows like ``eps * |log-prob|`` per frame: at
+    logits of scale 1e15 those differences are off by ~0.1 and the posterior is the right
+    shape of answer (normalised, in range) but not accurate; the loss keeps its relative
+    float64 rounding, accumulated over T frames;
+  * a log-probability of ``-inf`` is probability 0: its class gets gradient 0, and a target
+    all of whose alignments pass through a zero-probability label has loss ``+inf`` and
+    gradient 0, with no NaN anywhere; padded frames and infeasible samples get 0.
 """
 from __future__ import annotations
 
@@ -33,8 +53,10 @@ import functools
 
 import numpy as np
 
+from ctcbench.core.checkpointed import class_posteriors, normalised_exp
 from ctcbench.core.ctcmath import feasible
 from ctcbench.core.extended import end_states, extended_labels, gather_states, scatter_states
+from ctcbench.core.memory import require_memory, uses_tables
 
 
 NEG_INF = -np.inf
@@ -70,7 +92,19 @@ class ForwardBackward:
         self._scaled = scaled_tables  # (alpha_hat, log_scale_a, beta_hat, log_scale_b)
         self._log = log_tables  # {n: (log_alpha (T, S), log_beta (T, S))} for log-space samples
 
+    @classmethod
+    def without_tables(cls, loss, extended, class_posterior, log_space) -> "ForwardBackward":
+        """The result of a checkpointed run: loss and, unless None, ``(T, N, C)`` gamma; the
+        ``(T, N, S)`` tables were never kept, and asking for them raises ValueError."""
+        fb = cls(loss, extended, None, None, None, None, None, {}, log_space)
+        if class_posterior is not None:
+            fb.__dict__["class_posterior"] = class_posterior  # read first by cached_property
+        return fb
+
     def _log_table(self, which: int) -> np.ndarray:
+        if self._scaled is None:
+            raise ValueError(f"{('log_alpha', 'log_beta')[which]}: expected a problem whose "
+                             "(T, N, S) tables fit in memory, got a checkpointed run")
         hat, log_scale = self._scaled[2 * which], self._scaled[2 * which + 1]
         with np.errstate(divide="ignore"):
             out = np.log(hat) + log_scale[..., None]  # (T, N, S)
@@ -88,6 +122,9 @@ class ForwardBackward:
 
     @functools.cached_property
     def class_posterior(self) -> np.ndarray:
+        if self.state_posterior is None:
+            raise ValueError("class_posterior: expected a run that kept it, got a checkpointed "
+                             "run that wrote the gradient in place")
         T, N, _ = self.state_posterior.shape
         out = np.zeros((T, N, self._C))  # (T, N, C)
         scatter_states(out, self.state_posterior, self._targets, blank=self._blank)
@@ -344,8 +381,11 @@ def forward_backward_probs(emit_probs: np.ndarray, targets: np.ndarray, input_le
         l_loss, l_alpha, l_beta = _log_space(log_probs_of(idx), targets[idx], input_lengths[idx],
                                              target_lengths[idx], blank)
         loss[idx] = l_loss
-        post = np.exp(l_alpha + l_beta + np.where(np.isfinite(l_loss), l_loss, 0.0)[None, :, None])
-        state_post[:, idx] = np.where(keep[:, idx, None], post, 0.0)
+        # Normalised per frame, not by exp(-loss): log alpha + log beta of a long or confident
+        # sample carries rounding of order eps * |log alpha|, far above eps after T frames.
+        post = normalised_exp(l_alpha + l_beta)  # (T, n, S); 0 where no path passes
+        state_post[:, idx] = np.where(keep[:, idx, None] & np.isfinite(l_loss)[None, :, None],
+                                      post, 0.0)
         log_tables = {int(n): (l_alpha[:, i], l_beta[:, i]) for i, n in enumerate(idx)}
     return ForwardBackward(loss, ext, state_post, targets, blank, C,
                            (alpha, log_sa, beta, log_sb), log_tables, unsafe)
@@ -358,9 +398,16 @@ def forward_backward(log_probs: np.ndarray, targets: np.ndarray, input_lengths: 
     ``targets`` is padded ``(N, L)``; frames past ``input_lengths`` are never read.
     """
     T, N, C = log_probs.shape
+    require_memory(T, N, C, targets.shape[1])
     targets = np.where(np.arange(targets.shape[1])[None] < target_lengths[:, None], targets, blank)
     ext, _, _ = extended_labels(targets, target_lengths, blank)
     in_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
+    if not uses_tables(T, N, targets.shape[1]):  # checkpointed: gamma without (T, N, S) tables
+        probs = np.exp(np.where(in_frame[..., None], log_probs, 0.0))  # (T, N, C)
+        loss, log_space, gamma = class_posteriors(
+            probs, lambda idx: log_probs[:, idx], targets, input_lengths, target_lengths,
+            blank=blank)
+        return ForwardBackward.without_tables(loss, ext, gamma, log_space)
     lp_ext = gather_states(log_probs, ext)  # (T, N, S)
     emit = np.exp(np.where(in_frame[..., None], lp_ext, 0.0))  # padded frames may hold NaN
     del lp_ext

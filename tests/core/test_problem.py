@@ -87,10 +87,21 @@ def test_bad_input_names_the_argument(change, argument, fragment):
     assert message.startswith(f"{argument}: expected") and fragment in message, message
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, "all -inf"])
 def test_non_finite_valid_frame_is_rejected(bad):
-    """NaN or inf inside a valid frame is an error that says where."""
+    """NaN, +inf or a frame without a finite logit inside a valid frame is an error that says where."""
     logits, targets, il, tl = ok_inputs()
-    logits[3, 1, 2] = bad
+    if bad == "all -inf":
+        logits[3, 1, :] = -np.inf
+    else:
+        logits[3, 1, 2] = bad
     with pytest.raises(ValueError, match=r"logits: expected finite .* t=3, n=1"):
         CTCProblem(logits, targets, il, tl)
+
+
+def test_minus_inf_logit_in_a_valid_frame_is_probability_zero():
+    """A -inf logit (a masked class) is accepted and gives log-probability -inf, no NaN."""
+    logits, targets, il, tl = ok_inputs()
+    logits[3, 1, 2] = -np.inf
+    lp = CTCProblem(logits, targets, il, tl).log_probs()
+    assert lp[3, 1, 2] == -np.inf and not np.isnan(lp).any()
