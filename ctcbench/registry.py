@@ -88,6 +88,7 @@ class BackendResult:
 # path as plugins; entry points are merged in by _table().
 BUILTIN_BACKENDS: dict[str, str] = {
     "numpy": "ctcbench.backends.numpy_ref:NumpyBackend",
+    "numba": "ctcbench.backends.numba_ctc:NumbaBackend",
     "torch": "ctcbench.backends.torch_native:TorchBackend",
     "torch-cuda": "ctcbench.backends.torch_native:TorchCudaBackend",
     "torch-cudnn": "ctcbench.backends.torch_native:TorchCudnnBackend",

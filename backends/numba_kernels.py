@@ -1,0 +1,246 @@
+"""The compiled CTC kernels behind backend ``numba`` (``backends/numba_ctc.py``).
+
+Shape letters as in :mod:`ctcbench.core.problem`; per sample ``T_n`` frames, ``L_n`` labels.
+One call of :func:`ctc_batch` does everything for a batch: softmax of the logits, the
+forward and backward recursions, the loss and the gradient w.r.t. the logits, one sample
+per ``prange`` iteration (a sample is computed by one thread, start to end, so the result
+does not depend on the thread count).
+
+Fast path, in probability space (the recursions of :mod:`ctcbench.core.reference`):
+  * a frame's softmax row is computed once, into the gradient row (scaled by the upstream
+    weight ``w``), and its ``L_n + 1`` distinct emissions (blank, then each label) are
+    gathered from it into ``E (T_n, L_n + 1)``;
+  * the ``S = 2L + 1`` states are kept split, blanks then labels, so each update is a
+    contiguous loop without branches; the skip transition ``s - 2 -> s`` is a 0/1 factor.
+    Row layout (``2L + 3`` doubles): ``[0..L]`` blank ``j``, ``[L + 1]`` a zero,
+    ``[L + 2 + j]`` label ``j``, ``[2L + 2]`` a zero;
+  * every forward row is computed from the previous one divided by that row's sum, the
+    log of which goes into the loss (Rabiner's scaling, one scale per frame); the backward
+    rows likewise (their scales cancel in the posteriors and are not kept);
+  * the backward pass meets the stored forward rows frame by frame and subtracts
+    ``w * gamma`` from the gradient row, so gamma is never stored.
+Samples for which a scaled quantity falls below ``SAFE_FLOOR`` (the reference's rule, see
+its docstring) are redone by :func:`sample_log_space`, the log-space recursion: exact,
+slower, rare.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
+# Reassociation lets LLVM vectorise the row sums; inf/NaN semantics are kept (the log-space
+# path relies on -inf), so no 'nnan'/'ninf'.
+FAST = {"reassoc", "contract", "nsz", "arcp"}
+JIT = dict(cache=True, fastmath=FAST, error_model="numpy", nogil=True)
+
+
+@njit(**JIT)
+def softmax_frame(x, row, tg, L, blank, w, E, t):
+    """``row (C,) = w * softmax(x)``; ``E[t] = (p_blank, p_label_0, ..)``; returns nothing."""
+    C = x.shape[0]
+    m = -np.inf
+    for c in range(C):
+        v = np.float64(x[c])
+        if v > m:
+            m = v
+    s = 0.0
+    for c in range(C):
+        v = math.exp(np.float64(x[c]) - m)
+        row[c] = v
+        s += v
+    inv = 1.0 / s
+    E[t, 0] = row[blank] * inv
+    for j in range(L):
+        E[t, 1 + j] = row[tg[j]] * inv
+    sc = w * inv
+    for c in range(C):
+        row[c] *= sc
+
+
+@njit(**JIT)
+def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
+    """Scaled forward-backward of sample ``n``; returns its loss, or NaN when it is unsafe
+    (the caller then redoes it in log space). ``skip (L + 1,)``: 1.0 where label ``j`` may
+    be entered from label ``j - 1`` (``skip[L] = 0``)."""
+    W = 2 * L + 3  # row width, see the module docstring
+    E = np.empty((T_n, L + 1))  # (T_n, L + 1) emissions: blank, then labels
+    A = np.empty((T_n, W))  # (T_n, W) forward rows, each scaled by the previous row's sum
+    cs = np.empty(T_n)  # (T_n,) forward row sums
+    log_scale = 0.0
+    # t = 0: only the first blank and the first label can start a path
+    softmax_frame(logits[0, n], grad[0, n], tg, L, blank, w, E, 0)
+    for i in range(W):
+        A[0, i] = 0.0
+    A[0, 0] = E[0, 0]
+    if L > 0:
+        A[0, L + 2] = E[0, 1]
+    c_prev = A[0, 0] + (A[0, L + 2] if L > 0 else 0.0)
+    cs[0] = c_prev
+    if c_prev < SAFE_FLOOR:
+        return np.nan
+    for t in range(1, T_n):
+        softmax_frame(logits[t, n], grad[t, n], tg, L, blank, w, E, t)
+        k = 1.0 / c_prev
+        log_scale += math.log(c_prev)
+        a, p = A[t], A[t - 1]
+        eb = E[t, 0] * k
+        s = 0.0
+        for j in range(L + 1):  # blank j <- blank j, label j - 1
+            v = eb * (p[j] + p[L + 1 + j])
+            a[j] = v
+            s += v
+        for j in range(L):  # label j <- label j, blank j, label j - 1 where allowed
+            v = E[t, 1 + j] * k * (p[L + 2 + j] + p[j] + skip[j] * p[L + 1 + j])
+            a[L + 2 + j] = v
+            s += v
+        a[L + 1] = 0.0
+        a[W - 1] = 0.0
+        if s < SAFE_FLOOR:
+            return np.nan
+        c_prev = s
+        cs[t] = s
+    last = A[T_n - 1]
+    final = last[L] + (last[2 * L + 1] if L > 0 else 0.0)
+    if not final > 0.0:
+        return np.nan
+    loss = -(log_scale + math.log(final))
+
+    # backward: b holds beta at frame t (scaled), g = beta * emission at frame t + 1
+    b = np.zeros(W)
+    g = np.zeros(W)
+    b[L] = 1.0
+    if L > 0:
+        b[2 * L + 1] = 1.0
+    d = 2.0 if L > 0 else 1.0
+    for t in range(T_n - 1, -1, -1):
+        if t < T_n - 1:
+            kb = 1.0 / d
+            eb = E[t + 1, 0] * kb
+            for j in range(L + 1):
+                g[j] = b[j] * eb
+            for j in range(L):
+                g[L + 2 + j] = b[L + 2 + j] * E[t + 1, 1 + j] * kb
+            d = 0.0
+            for j in range(L + 1):  # blank j -> blank j, label j
+                v = g[j] + g[L + 2 + j]
+                b[j] = v
+                d += v
+            for j in range(L):  # label j -> label j, blank j + 1, label j + 1 where allowed
+                v = g[L + 2 + j] + g[j + 1] + skip[j + 1] * g[L + 3 + j]
+                b[L + 2 + j] = v
+                d += v
+            if d < SAFE_FLOOR:
+                return np.nan
+        a = A[t]
+        zb = 0.0
+        for j in range(L + 1):
+            zb += a[j] * b[j]
+        zl = 0.0
+        for j in range(L):
+            zl += a[L + 2 + j] * b[L + 2 + j]
+        z = zb + zl
+        if not z >= SAFE_FLOOR * cs[t] * d:
+            return np.nan
+        zinv = w / z
+        row = grad[t, n]
+        row[blank] -= zb * zinv
+        for j in range(L):
+            row[tg[j]] -= a[L + 2 + j] * b[L + 2 + j] * zinv
+    return loss
+
+
+@njit(cache=True, error_model="numpy", nogil=True)
+def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
+    """Log-space forward-backward of sample ``n`` (feasible, ``T_n >= 1``): writes its
+    gradient rows from scratch and returns its loss."""
+    S = 2 * L + 1
+    C = logits.shape[2]
+    lp = np.empty((T_n, S))  # (T_n, S) log emissions per extended state
+    for t in range(T_n):
+        x = logits[t, n]
+        m = -np.inf
+        for c in range(C):
+            m = max(m, np.float64(x[c]))
+        s = 0.0
+        for c in range(C):
+            s += math.exp(np.float64(x[c]) - m)
+        lse = m + math.log(s)
+        row = grad[t, n]
+        for c in range(C):
+            row[c] = w * math.exp(np.float64(x[c]) - lse)
+        for s_ in range(S):
+            lp[t, s_] = np.float64(x[blank if s_ % 2 == 0 else tg[s_ // 2]]) - lse
+    la = np.full((T_n, S), -np.inf)  # (T_n, S)
+    lb = np.full((T_n, S), -np.inf)  # (T_n, S), excluding the emission at t
+    la[0, 0] = lp[0, 0]
+    if S > 1:
+        la[0, 1] = lp[0, 1]
+    for t in range(1, T_n):
+        for s_ in range(S):
+            v = la[t - 1, s_]
+            if s_ >= 1:
+                v = np.logaddexp(v, la[t - 1, s_ - 1])
+            if s_ >= 3 and s_ % 2 == 1 and tg[s_ // 2] != tg[s_ // 2 - 1]:
+                v = np.logaddexp(v, la[t - 1, s_ - 2])
+            la[t, s_] = v + lp[t, s_]
+    lb[T_n - 1, S - 1] = 0.0
+    if S > 1:
+        lb[T_n - 1, S - 2] = 0.0
+    for t in range(T_n - 2, -1, -1):
+        for s_ in range(S):
+            v = lb[t + 1, s_] + lp[t + 1, s_]
+            if s_ + 1 < S:
+                v = np.logaddexp(v, lb[t + 1, s_ + 1] + lp[t + 1, s_ + 1])
+            if s_ + 2 < S and s_ % 2 == 1 and tg[s_ // 2 + 1] != tg[s_ // 2]:
+                v = np.logaddexp(v, lb[t + 1, s_ + 2] + lp[t + 1, s_ + 2])
+            lb[t, s_] = v
+    log_z = la[T_n - 1, S - 1]
+    if S > 1:
+        log_z = np.logaddexp(log_z, la[T_n - 1, S - 2])
+    if not np.isfinite(log_z):
+        for t in range(T_n):
+            grad[t, n, :] = 0.0
+        return np.inf
+    for t in range(T_n):
+        row = grad[t, n]
+        for s_ in range(S):
+            gamma = math.exp(la[t, s_] + lb[t, s_] - log_z)
+            row[blank if s_ % 2 == 0 else tg[s_ // 2]] -= w * gamma
+    return -log_z
+
+
+@njit(parallel=True, **JIT)
+def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
+              log_space):
+    """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``log_space (N,)``
+    (True where the sample took the log-space path) for ``logits (T, N, C)`` float32/64,
+    ``targets (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64."""
+    T, N, C = logits.shape
+    for n in prange(N):
+        T_n, L = input_lengths[n], target_lengths[n]
+        tg = targets[n]
+        w = weights[n]
+        repeats = 0
+        for j in range(1, L):
+            if tg[j] == tg[j - 1]:
+                repeats += 1
+        log_space[n] = False
+        if T_n == 0 or T_n < L + repeats:  # no frames, or too few: only an empty target fits
+            loss[n] = 0.0 if L == 0 else np.inf
+            for t in range(T):
+                grad[t, n, :] = 0.0
+            continue
+        skip = np.zeros(L + 1)  # (L + 1,) 1.0 where label j may follow label j - 1 directly
+        for j in range(1, L):
+            if tg[j] != tg[j - 1]:
+                skip[j] = 1.0
+        value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip)
+        if np.isnan(value):
+            value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
+            log_space[n] = True
+        loss[n] = value
+        for t in range(T_n, T):  # padded frames: zero, never read
+            grad[t, n, :] = 0.0
