@@ -28,7 +28,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
 # Reassociation lets LLVM vectorise the row sums; inf/NaN semantics are kept (the log-space
@@ -37,18 +39,66 @@ FAST = {"reassoc", "contract", "nsz", "arcp"}
 JIT = dict(cache=True, fastmath=FAST, error_model="numpy", nogil=True)
 
 
+# -- exp of a non-positive argument, branch-free so that LLVM vectorises the softmax loop ----
+@intrinsic
+def _bits_to_float(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _float_to_bits(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.int64(types.float64), codegen
+
+
+MAGIC = 6755399441055744.0  # 1.5 * 2**52: x + MAGIC rounds x to an integer held in the low bits
+LOG2E = 1.4426950408889634
+LN2_HI = 0.693145751953125  # few bits, so k * LN2_HI is exact for |k| < 2**11
+LN2_LO = 1.4286068203094173e-06  # ln 2 - LN2_HI
+
+
+# No 'reassoc' here: it would fold (y + MAGIC) - MAGIC to y and lose the rounding.
+@njit(cache=True, fastmath={"contract"}, error_model="numpy")
+def exp_nonpositive(x):
+    """``exp(x)`` for ``x <= 0`` (-inf included) within 1 ulp of libm's: x = k ln2 + r,
+    ``|r| <= ln2 / 2``, degree-13 Taylor polynomial (truncation below 1e-17), times ``2**k``
+    built from its bits in two halves so that results down to the subnormals come out."""
+    x = max(x, -745.5)  # exp(-745.5) rounds to 0
+    kf = x * LOG2E + MAGIC
+    k = _float_to_bits(kf) - _float_to_bits(MAGIC)  # round(x / ln2) as an integer
+    kf = kf - MAGIC
+    r = (x - kf * LN2_HI) - kf * LN2_LO
+    p = 1.0 / 6227020800.0  # 1 / 13!
+    p = p * r + 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    k1 = k >> 1
+    return p * _bits_to_float((k1 + 1023) << 52) * _bits_to_float((k - k1 + 1023) << 52)
+
+
 @njit(**JIT)
 def softmax_frame(x, row, tg, L, blank, w, E, t):
     """``row (C,) = w * softmax(x)``; ``E[t] = (p_blank, p_label_0, ..)``; returns nothing."""
     C = x.shape[0]
     m = -np.inf
     for c in range(C):
-        v = np.float64(x[c])
-        if v > m:
-            m = v
+        m = max(m, np.float64(x[c]))
     s = 0.0
     for c in range(C):
-        v = math.exp(np.float64(x[c]) - m)
+        v = exp_nonpositive(np.float64(x[c]) - m)
         row[c] = v
         s += v
     inv = 1.0 / s
