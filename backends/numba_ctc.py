@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -32,6 +33,18 @@ from ctcbench.registry import BackendUnavailable, grad_weights_array
 from ctcbench.worker import THREADS_ENV
 
 INSTALL_HINT = "pip install 'ctcbench[numba]' (or: pip install numba)"
+LAYER_ENV = "NUMBA_THREADING_LAYER"
+# numba's own thread pool. Its OpenMP layer shares torch's libgomp, whose spinning workers made
+# torch's CPU kernel 25x slower in the same process and numba's short runs 2-3x slower.
+DEFAULT_LAYER = "workqueue"
+_launch_lock = threading.Lock()  # the workqueue layer takes one parallel launch at a time
+
+
+def use_threading_layer(numba_module) -> None:
+    """Pick ``DEFAULT_LAYER`` unless ``NUMBA_THREADING_LAYER`` says otherwise; effective only
+    before numba's first parallel launch in the process."""
+    if not os.environ.get(LAYER_ENV):
+        numba_module.config.THREADING_LAYER = DEFAULT_LAYER
 
 
 def thread_count(numba_module) -> tuple[int, str | None]:
@@ -74,9 +87,9 @@ class NumbaBackend:
         logits = np.ascontiguousarray(logits)  # (T, N, C)
         weights = (np.ones(N) if grad_weights is None
                    else grad_weights_array(grad_weights, N))  # (N,)
+        use_threading_layer(numba)
         threads, note = thread_count(numba)
         notes = [] if note is None else [note]
-        numba.set_num_threads(threads)
         args = (logits, np.ascontiguousarray(problem.targets, dtype=np.int64),
                 np.ascontiguousarray(problem.input_lengths, dtype=np.int64),
                 np.ascontiguousarray(problem.target_lengths, dtype=np.int64),
@@ -94,7 +107,9 @@ class NumbaBackend:
         grad = np.empty((T, N, C))  # (T, N, C); the kernel writes every element
         log_space = np.empty(N, dtype=np.bool_)  # (N,)
         if T > 0:
-            numba_kernels.ctc_batch(*args, loss, grad, log_space)
+            with _launch_lock:
+                numba.set_num_threads(threads)  # per calling thread, so under the lock
+                numba_kernels.ctc_batch(*args, loss, grad, log_space)
         else:  # no frames: only an empty target has a path
             loss[:] = np.where(problem.target_lengths == 0, 0.0, np.inf)
             log_space[:] = False

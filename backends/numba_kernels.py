@@ -91,7 +91,7 @@ def exp_nonpositive(x):
 
 @njit(**JIT)
 def softmax_frame(x, row, tg, L, blank, w, E, t):
-    """``row (C,) = w * softmax(x)``; ``E[t] = (p_blank, p_label_0, ..)``; returns nothing."""
+    """``row (C,) = w * softmax(x)``; ``E[t] = (p_blank, p_label_0, .., 0)``."""
     C = x.shape[0]
     m = -np.inf
     for c in range(C):
@@ -105,6 +105,7 @@ def softmax_frame(x, row, tg, L, blank, w, E, t):
     E[t, 0] = row[blank] * inv
     for j in range(L):
         E[t, 1 + j] = row[tg[j]] * inv
+    E[t, L + 1] = 0.0
     sc = w * inv
     for c in range(C):
         row[c] *= sc
@@ -116,7 +117,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     (the caller then redoes it in log space). ``skip (L + 1,)``: 1.0 where label ``j`` may
     be entered from label ``j - 1`` (``skip[L] = 0``)."""
     W = 2 * L + 3  # row width, see the module docstring
-    E = np.empty((T_n, L + 1))  # (T_n, L + 1) emissions: blank, then labels
+    E = np.empty((T_n, L + 2))  # (T_n, L + 2) emissions: blank, the labels, a zero
     A = np.empty((T_n, W))  # (T_n, W) forward rows, each scaled by the previous row's sum
     cs = np.empty(T_n)  # (T_n,) forward row sums
     log_scale = 0.0
@@ -158,47 +159,57 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
         return np.nan
     loss = -(log_scale + math.log(final))
 
-    # backward: b holds beta at frame t (scaled), g = beta * emission at frame t + 1
-    b = np.zeros(W)
-    g = np.zeros(W)
-    b[L] = 1.0
+    # backward: nb holds beta at frame t + 1 (scaled), cb the one at t; blank j -> blank j,
+    # label j; label j -> label j, blank j + 1, label j + 1 where allowed
+    nb = np.zeros(W)
+    cb = np.zeros(W)
+    P = np.empty(max(L, 1))  # (L,) alpha * beta of each label state at frame t
+    t = T_n - 1
+    cb[L] = 1.0
+    a = A[t]
+    zb = a[L]
+    zl = 0.0
     if L > 0:
-        b[2 * L + 1] = 1.0
+        cb[2 * L + 1] = 1.0
+        zl = a[2 * L + 1]
     d = 2.0 if L > 0 else 1.0
-    for t in range(T_n - 1, -1, -1):
-        if t < T_n - 1:
-            kb = 1.0 / d
-            eb = E[t + 1, 0] * kb
-            for j in range(L + 1):
-                g[j] = b[j] * eb
-            for j in range(L):
-                g[L + 2 + j] = b[L + 2 + j] * E[t + 1, 1 + j] * kb
-            d = 0.0
-            for j in range(L + 1):  # blank j -> blank j, label j
-                v = g[j] + g[L + 2 + j]
-                b[j] = v
-                d += v
-            for j in range(L):  # label j -> label j, blank j + 1, label j + 1 where allowed
-                v = g[L + 2 + j] + g[j + 1] + skip[j + 1] * g[L + 3 + j]
-                b[L + 2 + j] = v
-                d += v
-            if d < SAFE_FLOOR:
-                return np.nan
+    if not zb + zl >= SAFE_FLOOR * cs[t] * d:
+        return np.nan
+    zinv = w / (zb + zl)
+    row = grad[t, n]
+    row[blank] -= zb * zinv
+    if L > 0:
+        row[tg[L - 1]] -= zl * zinv
+    for t in range(T_n - 2, -1, -1):
+        nb, cb = cb, nb
+        e1 = E[t + 1]
         a = A[t]
+        kb = 1.0 / d
+        eb = e1[0] * kb
+        d = 0.0
         zb = 0.0
         for j in range(L + 1):
-            zb += a[j] * b[j]
+            v = nb[j] * eb + nb[L + 2 + j] * e1[1 + j] * kb
+            cb[j] = v
+            d += v
+            zb += a[j] * v
         zl = 0.0
         for j in range(L):
-            zl += a[L + 2 + j] * b[L + 2 + j]
+            v = (nb[L + 2 + j] * e1[1 + j] + skip[j + 1] * nb[L + 3 + j] * e1[2 + j]) * kb \
+                + nb[j + 1] * eb
+            cb[L + 2 + j] = v
+            d += v
+            q = a[L + 2 + j] * v
+            P[j] = q
+            zl += q
         z = zb + zl
-        if not z >= SAFE_FLOOR * cs[t] * d:
+        if not (d >= SAFE_FLOOR and z >= SAFE_FLOOR * cs[t] * d):
             return np.nan
         zinv = w / z
         row = grad[t, n]
         row[blank] -= zb * zinv
         for j in range(L):
-            row[tg[j]] -= a[L + 2 + j] * b[L + 2 + j] * zinv
+            row[tg[j]] -= P[j] * zinv
     return loss
 
 
