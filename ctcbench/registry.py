@@ -36,6 +36,7 @@ ENTRY_POINT_GROUP = "ctcbench.backends"
 # path as plugins; entry points are merged in by _base_table().
 BUILTIN_BACKENDS: dict[str, str] = {
     "numpy": "ctcbench.backends.numpy_ref:NumpyBackend",
+    "numba": "ctcbench.backends.numba_ctc:NumbaBackend",
     "torch": "ctcbench.backends.torch_native:TorchBackend",
     "torch-cuda": "ctcbench.backends.torch_native:TorchCudaBackend",
     "torch-cudnn": "ctcbench.backends.torch_native:TorchCudnnBackend",

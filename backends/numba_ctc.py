@@ -1,0 +1,130 @@
+"""Backend ``numba``: an exact compiled CPU CTC, parallel over the batch.
+
+The kernels are in :mod:`ctcbench.backends.numba_kernels` (softmax, scaled forward-backward
+with a log-space fallback per sample, gradient w.r.t. the logits, all in one pass per
+sample). The adapter takes logits ``(T, N, C)`` in any float dtype and computes in float64
+(``compute_dtype = "float64"``): float16/bfloat16 logits are widened exactly to float32
+first, float32 ones are read as they are.
+
+Threads: ``CTCBENCH_THREADS`` (set by ``--threads``) or, unset, numba's default (one per
+core); a request above the cores numba started with is capped, with a note.
+
+Compilation: the kernels are compiled on first use per logits dtype and cached on disk
+(numba ``cache=True``), so later processes only load them. The seconds spent compiling or
+loading are kept in ``NumbaBackend.compile_seconds`` (dtype -> seconds) and reported as a
+note on the result of the call that paid them; the time of a run never includes them.
+
+numba is an optional dependency (extra ``ctcbench[numba]``, part of ``[all]``): it brings
+LLVM (llvmlite, ~50 MB) that the rest of ctcbench does not need; without it this backend
+raises ``BackendUnavailable`` with the install hint.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctcbench.core.problem import CTCProblem
+from ctcbench.registry import BackendUnavailable, grad_weights_array
+from ctcbench.worker import THREADS_ENV
+
+INSTALL_HINT = "pip install 'ctcbench[numba]' (or: pip install numba)"
+LAYER_ENV = "NUMBA_THREADING_LAYER"
+# numba's own thread pool. Its OpenMP layer shares torch's libgomp, whose spinning workers made
+# torch's CPU kernel 25x slower in the same process and numba's short runs 2-3x slower.
+DEFAULT_LAYER = "workqueue"
+_launch_lock = threading.Lock()  # the workqueue layer takes one parallel launch at a time
+
+
+def use_threading_layer(numba_module) -> None:
+    """Pick ``DEFAULT_LAYER`` unless ``NUMBA_THREADING_LAYER`` says otherwise; effective only
+    before numba's first parallel launch in the process."""
+    if not os.environ.get(LAYER_ENV):
+        numba_module.config.THREADING_LAYER = DEFAULT_LAYER
+
+
+def thread_count(numba_module) -> tuple[int, str | None]:
+    """Threads to use: ``CTCBENCH_THREADS`` capped at numba's pool; plus a note if capped."""
+    most = numba_module.config.NUMBA_NUM_THREADS
+    raw = os.environ.get(THREADS_ENV)
+    if raw is None or raw.strip() == "":
+        return most, None
+    try:
+        wanted = int(raw)
+    except ValueError:
+        raise ValueError(f"{THREADS_ENV}: expected a positive integer, got {raw!r}") from None
+    if wanted < 1:
+        raise ValueError(f"{THREADS_ENV}: expected a positive integer, got {raw!r}")
+    if wanted > most:
+        return most, f"{THREADS_ENV}={wanted} capped at numba's {most} threads"
+    return wanted, None
+
+
+class NumbaBackend:
+    """Compiled float64 forward-backward on the CPU (numba), one sample per thread."""
+
+    name = "numba"
+
+    def __init__(self):
+        if importlib.util.find_spec("numba") is None:
+            raise BackendUnavailable("numba is not installed", INSTALL_HINT)
+        self.compile_seconds: dict[str, float] = {}
+
+    def run(self, problem: CTCProblem, *, grad_weights=None) -> "NumbaResult":
+        """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient."""
+        import numba
+
+        from ctcbench.backends import numba_kernels
+
+        T, N, C, _ = problem.shape
+        logits = problem.logits
+        if logits.dtype not in (np.float32, np.float64):  # float16: widened exactly
+            logits = logits.astype(np.float32)
+        logits = np.ascontiguousarray(logits)  # (T, N, C)
+        weights = (np.ones(N) if grad_weights is None
+                   else grad_weights_array(grad_weights, N))  # (N,)
+        use_threading_layer(numba)
+        threads, note = thread_count(numba)
+        notes = [] if note is None else [note]
+        args = (logits, np.ascontiguousarray(problem.targets, dtype=np.int64),
+                np.ascontiguousarray(problem.input_lengths, dtype=np.int64),
+                np.ascontiguousarray(problem.target_lengths, dtype=np.int64),
+                np.int64(problem.blank), weights)
+        key = logits.dtype.name
+        if key not in self.compile_seconds:
+            t0 = time.perf_counter()
+            sig = numba_kernels.ctc_batch.compile(
+                tuple(numba.typeof(a) for a in args)
+                + (numba.float64[::1], numba.float64[:, :, ::1], numba.boolean[::1]))
+            self.compile_seconds[key] = time.perf_counter() - t0
+            notes.append(f"numba: kernel for {key} logits compiled or loaded from the disk "
+                         f"cache in {self.compile_seconds[key]:.2f} s (before the run)")
+        loss = np.empty(N)  # (N,)
+        grad = np.empty((T, N, C))  # (T, N, C); the kernel writes every element
+        log_space = np.empty(N, dtype=np.bool_)  # (N,)
+        if T > 0:
+            with _launch_lock:
+                numba.set_num_threads(threads)  # per calling thread, so under the lock
+                numba_kernels.ctc_batch(*args, loss, grad, log_space)
+        else:  # no frames: only an empty target has a path
+            loss[:] = np.where(problem.target_lengths == 0, 0.0, np.inf)
+            log_space[:] = False
+        if log_space.any():
+            notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
+        return NumbaResult(loss, grad, log_space, threads, notes)
+
+
+@dataclass
+class NumbaResult:
+    """The backend result; ``log_space (N,)`` marks samples computed in log space."""
+
+    loss: np.ndarray  # (N,)
+    grad_logits: np.ndarray  # (T, N, C)
+    log_space: np.ndarray = field(repr=False)  # (N,) bool
+    threads: int = 1
+    notes: list[str] = field(default_factory=list)
+    compute_dtype: str = "float64"

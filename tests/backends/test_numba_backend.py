@@ -1,0 +1,189 @@
+"""Backend ``numba`` against independent oracles, and its threads and dtypes."""
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba", reason="numba is not installed (pip install 'ctcbench[numba]')")
+
+from ctcbench import CTCProblem, get_backend  # noqa: E402
+from ctcbench.caselib.builders import to_problem, variants  # noqa: E402
+from ctcbench.caselib.library import load_cases  # noqa: E402
+from ctcbench.core import oracles  # noqa: E402
+from ctcbench.worker import THREADS_ENV  # noqa: E402
+from conftest import random_problem  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def numba_backend():
+    return get_backend("numba")
+
+
+def check_against_brute_force(problem, result, tol=1e-10):
+    """Every sample's loss and gradient equal the enumeration over all paths."""
+    for n in range(problem.shape[1]):
+        T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
+        logits = problem.logits[:T_n, n].astype(np.float64)
+        loss, grad = oracles.brute_force(logits, problem.targets[n, :L_n], blank=problem.blank)
+        if math.isinf(loss):
+            assert result.loss[n] == math.inf
+            assert not result.grad_logits[:, n].any()
+            continue
+        assert result.loss[n] == pytest.approx(loss, rel=tol, abs=tol)
+        np.testing.assert_allclose(result.grad_logits[:T_n, n], grad, atol=tol)
+        assert not result.grad_logits[T_n:, n].any(), "padded frames must get zero gradient"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_brute_force_on_random_problems(numba_backend, seed):
+    """Random sizes, blank at 0, middle or last, repeats, NaN padding, infeasible targets."""
+    rng = np.random.default_rng(100 + seed)
+    C = int(rng.integers(2, 5))
+    T = int(rng.integers(1, 7)) if C < 4 else int(rng.integers(1, 6))
+    problem = random_problem(rng, T=T, N=int(rng.integers(1, 5)), C=C, L=int(rng.integers(0, 4)),
+                             blank=[0, C // 2, C - 1][seed % 3], feasible=seed % 2 == 0)
+    check_against_brute_force(problem, numba_backend.run(problem))
+
+
+@pytest.mark.parametrize("T, C, target", [
+    (2000, 5, [1, 2, 3, 4] * 10),
+    (4000, 30, list(range(1, 30)) * 20 + [7, 7, 7]),
+    (2500, 3, [1, 1, 2, 2] * 100),
+])
+def test_uniform_predictions_at_long_T_match_closed_form(numba_backend, T, C, target):
+    """T log C - log binom(T + L - r, 2L) at T in the thousands."""
+    problem = CTCProblem(np.zeros((T, 1, C)), np.array([target]), [T], [len(target)])
+    result = numba_backend.run(problem)
+    assert result.loss[0] == pytest.approx(oracles.uniform_loss(T, C, target), rel=1e-10)
+
+
+def test_underflowing_sample_takes_log_space_and_stays_exact(numba_backend):
+    """A target the logits all but rule out underflows probability space; the log-space
+    path gives the single-path closed form."""
+    T, C = 6, 3
+    path = [1, 2, 1, 2, 1, 2]  # the only alignment of [1, 2, 1, 2, 1, 2] in 6 frames
+    logits = np.zeros((T, 1, C))
+    logits[:, 0, 0] = 900.0  # blank wins by e^900: p(label) ~ 1e-391 underflows in float64
+    problem = CTCProblem(logits, np.array([path]), [T], [T])
+    result = numba_backend.run(problem)
+    assert result.raw.log_space[0]
+    assert result.loss[0] == pytest.approx(oracles.path_loss(logits[:, 0], path), rel=1e-12)
+    one_hot = np.eye(C)[path]
+    np.testing.assert_allclose(result.grad_logits[:, 0],
+                               np.exp(oracles.log_softmax(logits[:, 0])) - one_hot, atol=1e-12)
+
+
+def test_infeasible_target_is_inf_with_zero_gradient(numba_backend):
+    """Too few frames for the labels and their repeats: +inf and no gradient; others unaffected."""
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(4, 2, 3))
+    problem = CTCProblem(logits, np.array([[1, 1, 2], [1, 2, 1]]), [3, 3], [3, 3])  # needs 4, 3
+    result = numba_backend.run(problem)
+    assert result.loss[0] == math.inf and not result.grad_logits[:, 0].any()
+    assert result.loss[1] == pytest.approx(oracles.brute_force(logits[:3, 1], [1, 2, 1])[0],
+                                           rel=1e-12)
+
+
+def test_padded_nan_frames_are_never_read(numba_backend):
+    """NaN logits past input_lengths give zero gradient there and the unpadded answers."""
+    rng = np.random.default_rng(11)
+    problem = random_problem(rng, T=30, N=4, C=6, L=6, garbage=True)
+    assert np.isnan(problem.logits).any()
+    result = numba_backend.run(problem)
+    assert np.isfinite(result.grad_logits).all()
+    for n in range(4):
+        T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
+        alone = CTCProblem(problem.logits[:T_n, n:n + 1], problem.targets[n:n + 1, :L_n], [T_n],
+                           [L_n])
+        one = numba_backend.run(alone)
+        assert result.loss[n] == one.loss[0]
+        np.testing.assert_array_equal(result.grad_logits[:T_n, n], one.grad_logits[:, 0])
+        assert not result.grad_logits[T_n:, n].any()
+
+
+def test_empty_target_and_zero_length_input(numba_backend):
+    """Empty target: -sum log p(blank); input length 0 with empty target: 0; with a label: inf."""
+    logits = np.random.default_rng(4).normal(size=(6, 3, 5))
+    problem = CTCProblem(logits, np.array([[1], [1], [1]]), [6, 0, 0], [0, 0, 1], blank=2)
+    result = numba_backend.run(problem)
+    assert result.loss[0] == pytest.approx(oracles.empty_target_loss(logits[:, 0], blank=2),
+                                           rel=1e-12)
+    assert result.loss[1] == 0.0 and result.loss[2] == math.inf
+    assert not result.grad_logits[:, 1:].any()
+
+
+def test_blank_last_matches_brute_force(numba_backend):
+    """blank = C - 1, with repeated labels and varied lengths."""
+    rng = np.random.default_rng(21)
+    problem = random_problem(rng, T=5, N=4, C=4, L=3, blank=3, full_length=True)
+    check_against_brute_force(problem, numba_backend.run(problem))
+
+
+def test_float32_input_is_computed_in_float64(numba_backend):
+    """float32 logits are widened, not rounded: the same answer as the float64 problem."""
+    rng = np.random.default_rng(9)
+    p32 = random_problem(rng, T=20, N=3, C=4, L=5, dtype=np.float32)
+    p64 = p32.with_logits(p32.logits.astype(np.float64))
+    r32, r64 = numba_backend.run(p32), numba_backend.run(p64)
+    assert r32.compute_dtype == "float64"
+    np.testing.assert_array_equal(r32.loss, r64.loss)
+    np.testing.assert_array_equal(r32.grad_logits, r64.grad_logits)
+
+
+def test_grad_weights_scale_each_sample(numba_backend):
+    """grad_weights w give w[n] times each sample's own gradient (zero weight included)."""
+    rng = np.random.default_rng(13)
+    problem = random_problem(rng, T=15, N=3, C=5, L=4, garbage=False)
+    plain = numba_backend.run(problem).grad_logits
+    w = np.array([0.0, 2.5, -1.0])
+    weighted = numba_backend.run(problem, grad_weights=w).grad_logits
+    np.testing.assert_allclose(weighted, plain * w[None, :, None], atol=1e-15)
+
+
+def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch):
+    """One sample is computed by one thread start to end: bit-identical for any thread count."""
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba runs one thread here")
+    rng = np.random.default_rng(17)
+    problem = random_problem(rng, T=60, N=7, C=8, L=12)
+    monkeypatch.setenv(THREADS_ENV, "1")
+    one = numba_backend.run(problem)
+    monkeypatch.setenv(THREADS_ENV, "2")
+    two = numba_backend.run(problem)
+    assert (one.raw.threads, two.raw.threads) == (1, 2)
+    np.testing.assert_array_equal(one.loss, two.loss)
+    np.testing.assert_array_equal(one.grad_logits, two.grad_logits)
+
+
+def test_bad_thread_count_is_an_error(numba_backend, monkeypatch):
+    """CTCBENCH_THREADS must be a positive integer; the message names it."""
+    monkeypatch.setenv(THREADS_ENV, "zero")
+    problem = random_problem(np.random.default_rng(0), T=4, N=1, C=3, L=1)
+    with pytest.raises(ValueError, match=THREADS_ENV):
+        numba_backend.run(problem)
+
+
+def test_case_library_float64_within_1e_10_of_reference(numba_backend):
+    """Every float64 problem of the case library: loss and gradient within 1e-10 (relative)
+    of the float64 reference."""
+    reference = get_backend("numpy")
+    checked = 0
+    for case in load_cases():
+        if "float64" not in case.dtypes:
+            continue
+        for variant in variants(case.build, case.variants, case=case.name):
+            problem = to_problem(variant.raw, "float64")
+            ours = numba_backend.run(problem, **variant.run_kwargs)
+            ref = reference.run(problem, **variant.run_kwargs)
+            where = f"{case.name} {variant.label}"
+            finite = np.isfinite(ref.loss)
+            np.testing.assert_array_equal(np.isfinite(ours.loss), finite, err_msg=where)
+            np.testing.assert_allclose(ours.loss[finite], ref.loss[finite], rtol=1e-10, atol=0,
+                                       err_msg=where)
+            # gradient entries are at most 1 in size (w = 1): 1e-10 of that scale
+            scale = max(np.abs(ref.grad_logits).max(initial=0.0), 1.0)
+            np.testing.assert_allclose(ours.grad_logits, ref.grad_logits, rtol=0,
+                                       atol=1e-10 * scale, err_msg=where)
+            checked += 1
+    assert checked > 10
