@@ -16,8 +16,9 @@ REDUCTIONS = ("none", "mean", "sum")
 
 
 def _random_batch(seed, *, T=7, N=5, C=5, S=4, blank=0, infeasible=True):
-    """``(z (T, N, C) float64 free scores, targets (N, S), input_lengths, target_lengths)`` with
-    ragged lengths, a repeated label, and (when ``infeasible``) one target too long for its input."""
+    """``(z (T, N, C) float64 free scores, targets (N, S), input_lengths, target_lengths)``:
+    ragged lengths, a repeated label, and (when ``infeasible``) one target too long for its
+    input; ``T >= 2S - 1``."""
     g = torch.Generator().manual_seed(seed)
     labels = torch.tensor([c for c in range(C) if c != blank])
     z = torch.randn(T, N, C, generator=g, dtype=torch.float64) * 1.5  # (T, N, C)
@@ -25,7 +26,7 @@ def _random_batch(seed, *, T=7, N=5, C=5, S=4, blank=0, infeasible=True):
     targets[0, 1] = targets[0, 0]  # an adjacent repeat needs a blank between
     target_lengths = torch.randint(0, S + 1, (N,), generator=g)
     target_lengths[0] = 2
-    input_lengths = torch.randint(S + 2, T + 1, (N,), generator=g)  # every target fits...
+    input_lengths = torch.randint(2 * S - 1, T + 1, (N,), generator=g)  # any target fits...
     if infeasible:  # ...but this one: 4 labels in 2 frames
         target_lengths[1], input_lengths[1] = S, 2
     return z, targets, input_lengths, target_lengths
