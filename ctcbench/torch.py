@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch.autograd.function import once_differentiable
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import REDUCTIONS, reduce_loss, reduction_weights
@@ -135,6 +136,7 @@ class BackendCTCFunction(torch.autograd.Function):
         return out.reshape(N) if ctx.per_sample else out.reshape(())
 
     @staticmethod
+    @once_differentiable  # the saved gradient is a constant: no second derivative, say so
     def backward(ctx, grad_output):
         (grad,) = ctx.saved_tensors  # (T, N, C)
         scale = grad_output[None, :, None] if ctx.per_sample else grad_output  # (1, N, 1) or ()

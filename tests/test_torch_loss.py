@@ -191,6 +191,16 @@ def test_scalar_upstream_gradient_scales_linearly():
     torch.testing.assert_close(grads[1], -2.5 * grads[0], rtol=1e-12, atol=1e-14)
 
 
+def test_second_derivative_is_refused():
+    """Double backward is an error, not a silent zero: the backend gives first derivatives only."""
+    z, targets, il, tl = _random_batch(29)
+    leaf = z.log_softmax(-1).detach().requires_grad_()
+    loss = ctorch.ctc_loss(leaf, targets, il, tl, zero_infinity=True)
+    (grad,) = torch.autograd.grad(loss, leaf, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
+        grad.sum().backward()
+
+
 def test_module_matches_function_and_names_its_backend():
     """CTCLoss gives the function's loss and says which backend it resolved."""
     z, targets, il, tl = _random_batch(19)
