@@ -127,6 +127,22 @@ def test_optimizer_table_picks_best_lr_and_shows_spread():
     assert pd.isna(t.loc["rmsprop", "steps_to_cer10_median"])
 
 
+def test_registry_ctc_backend_trains_like_torch(tmp_path):
+    """`--ctc-backend numpy` trains through ctcbench.torch and gives torch's native curve to
+    float32 precision (rel 1e-5), while the run records which backend it used."""
+    curves = {}
+    for name in ("torch", "numpy"):
+        res = _run(["--ctc-backend", name, "--optimizer", "adam", "--jobs", "1",
+                    "--out", str(tmp_path / name), "--cache-dir", str(tmp_path / "cache")])
+        assert res.exit_code == 0, res.output
+        assert set(pd.read_csv(tmp_path / name / "summary.csv")["ctc_backend"]) == {name}
+        curves[name] = pd.read_csv(tmp_path / name / "curves.csv").sort_values("step")
+    assert list(curves["torch"]["step"]) == list(curves["numpy"]["step"]) == [0, 2, 3]
+    for key in ("train_loss", "test_loss", "grad_norm"):
+        want, got = curves["torch"][key].to_numpy(), curves["numpy"][key].to_numpy()
+        assert got == pytest.approx(want, rel=1e-5, nan_ok=True), key
+
+
 def test_unknown_ctc_backend_fails_before_rendering_data(tmp_path):
     """An unknown --ctc-backend names the option and fails before any data is rendered."""
     res = _run(["--ctc-backend", "nope", "--out", str(tmp_path / "x"),

@@ -1,0 +1,207 @@
+"""Train with any registry backend: :func:`ctc_loss` and :class:`CTCLoss`, with the arguments,
+shapes and reductions of ``torch.nn.functional.ctc_loss``.
+
+Shape letters as in :mod:`ctcbench.core.problem`: ``T`` frames, ``N`` batch, ``C`` classes
+incl. blank, ``S`` padded target width. ``import ctcbench`` does not import torch; this module
+does (``import ctcbench.torch``). Its own ``import torch`` is absolute, so it is the real torch.
+
+The gradient, and torch's trap (DESIGN.md; pytorch/pytorch issues 52241, 82545, 127608)
+---------------------------------------------------------------------------------------
+Backends take logits ``x`` and return the loss of ``log_softmax(x)`` with its gradient w.r.t.
+``x``: ``w * (softmax(x) - gamma)`` on valid frames, ``gamma`` the alignment posteriors
+(``sum_c gamma = 1`` on every valid frame of a feasible sample), ``w`` the per-sample weight.
+So the function computed here is ``f(x) = sum_n w_n * CTC_n(log_softmax(x))``:
+
+* On log-probs, ``log_softmax`` changes nothing (it is idempotent), so ``f`` is torch's loss.
+* The gradient handed back for the input is the backend's logits gradient, ``p - gamma`` with
+  ``p = softmax(x)``; on log-probs ``p = exp(log_probs)``, so it is what torch hands back too,
+  and not the "true" ``-gamma`` of a loss that does not renormalise. That is right for the
+  composition: when ``x = log_softmax(z)``, autograd maps an input gradient ``u`` to
+  ``u - p * sum_c(u)``. For ``u = p - gamma``, ``sum_c(u) = 1 - 1 = 0`` and ``z`` receives
+  ``p - gamma``; for ``u = -gamma`` it receives ``-gamma + p``: the same. ``p`` points along
+  the one direction log_softmax discards, so adding it changes no gradient upstream.
+* Unlike torch's, this gradient is also the exact derivative of the value returned, for any
+  input: ``f`` renormalises, so a step off the simplex of log-probs changes ``f`` by exactly
+  ``<p - gamma, step>``. ``torch.autograd.gradcheck`` therefore passes on this function
+  applied to log-probs directly, where it fails on torch's own ``ctc_loss`` (its value does not
+  renormalise, its gradient assumes it does). The corollary: fed un-normalised scores, this
+  loss is the loss of their log_softmax, where torch's value would be meaningless.
+
+Where the gradient is computed: backends return loss and gradient together, so each runs once,
+in ``forward``, with the reduction's per-sample weights as ``grad_weights`` when its ``run``
+takes them (``BackendTraits.takes_grad_weights``; otherwise the unit-weight gradient is scaled
+here). ``backward`` multiplies by the upstream gradient, per sample for ``reduction="none"``:
+the contract's gradient is linear in the weights, so this equals running the backend again with
+``grad_weights = grad_output * w``, at half the cost.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from ctcbench.core.problem import CTCProblem
+from ctcbench.core.reduction import REDUCTIONS, reduce_loss, reduction_weights
+from ctcbench.protocol import BackendUnavailable
+from ctcbench.registry import LoadedBackend, backend_names, get_backend
+
+# The default backend on the CPU: the compiled one when it is registered and can run here,
+# else the float64 NumPy reference (exact, slower). Pass backend= to choose another.
+PREFERRED_BACKEND = "numba"
+FALLBACK_BACKEND = "numpy"
+
+
+def resolve_backend(backend=None) -> LoadedBackend:
+    """A :class:`~ctcbench.registry.LoadedBackend` for ``backend``: a registry name, one already
+    loaded (kept, so an isolated backend's worker process is reused), or ``None`` for the
+    default (``"numba"`` when registered and available here, else ``"numpy"``)."""
+    if isinstance(backend, LoadedBackend):
+        return backend
+    if backend is None:
+        if PREFERRED_BACKEND in backend_names():
+            try:
+                return get_backend(PREFERRED_BACKEND)
+            except BackendUnavailable:
+                pass
+        return get_backend(FALLBACK_BACKEND)
+    if isinstance(backend, str):
+        return get_backend(backend)  # KeyError listing the known names; BackendUnavailable
+    raise TypeError(f"backend: expected a registry name, a LoadedBackend or None, "
+                    f"got {type(backend).__name__}")
+
+
+def _index_array(x, name: str) -> np.ndarray:
+    """An integer tensor, array, sequence or int as a NumPy array (dtype kept)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name}: expected integers (a tensor, a sequence or an int), "
+                         f"got {arr.dtype.name}")
+    return arr
+
+
+def _problem(log_probs: torch.Tensor, targets, input_lengths, target_lengths, blank: int):
+    """(CTCProblem, unbatched?) from torch's argument forms: ``log_probs (T, N, C)`` with
+    targets ``(N, S)`` or concatenated, or unbatched ``(T, C)`` with targets ``(S,)`` and
+    scalar lengths (as in torch, ``S`` must equal the target length)."""
+    if not isinstance(log_probs, torch.Tensor):
+        raise TypeError(f"log_probs: expected a torch.Tensor, got {type(log_probs).__name__}")
+    if log_probs.dim() not in (2, 3):
+        raise ValueError(f"log_probs: expected shape (T, N, C) or unbatched (T, C), "
+                         f"got {tuple(log_probs.shape)}")
+    unbatched = log_probs.dim() == 2
+    targets = _index_array(targets, "targets")
+    input_lengths = _index_array(input_lengths, "input_lengths")
+    target_lengths = _index_array(target_lengths, "target_lengths")
+    x = log_probs.detach().cpu()
+    if unbatched:
+        if targets.ndim != 1:
+            raise ValueError(f"targets: expected shape (S,) for unbatched log_probs (T, C), "
+                             f"got {targets.shape}")
+        for name, arr in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+            if arr.size != 1:
+                raise ValueError(f"{name}: expected one length for unbatched log_probs (T, C), "
+                                 f"got shape {arr.shape}")
+        x = x.unsqueeze(1)  # (T, 1, C); targets (S,) stay 1-D: concatenated, one sample
+        input_lengths, target_lengths = input_lengths.reshape(1), target_lengths.reshape(1)
+    return CTCProblem(x, targets, input_lengths, target_lengths, blank=blank), unbatched
+
+
+class BackendCTCFunction(torch.autograd.Function):
+    """``f(x) = reduce(CTC(log_softmax(x)))`` by a registry backend; see the module docstring
+    for why the gradient handed back for ``x`` is the backend's logits gradient."""
+
+    @staticmethod
+    def forward(ctx, x, problem, backend, reduction, zero_infinity):
+        N = problem.shape[1]
+        w = reduction_weights(problem.target_lengths, reduction)  # (N,)
+        with torch.enable_grad():  # forward runs without grad; torch-based backends need it
+            if backend.traits.takes_grad_weights:
+                result = backend.run(problem, grad_weights=w)
+                grad = result.grad_logits  # (T, N, C) float64, already weighted
+            else:
+                result = backend.run(problem)
+                grad = result.grad_logits * w[None, :, None]  # (T, N, C)
+        loss = reduce_loss(result.loss, problem.target_lengths, reduction,
+                           zero_infinity=zero_infinity)  # (N,) for "none", else a float
+        infinite = np.isinf(result.loss)  # (N,) infeasible targets
+        if infinite.any() and not zero_infinity:
+            # An infinite loss has no gradient; torch puts NaN on its valid frames, so does this.
+            grad = grad.copy()
+            grad[problem.frame_mask & infinite[None, :]] = np.nan
+        ctx.save_for_backward(torch.from_numpy(grad).to(x.device, x.dtype))
+        ctx.per_sample = reduction == "none"
+        out = torch.as_tensor(np.asarray(loss, dtype=np.float64), dtype=x.dtype, device=x.device)
+        return out.reshape(N) if ctx.per_sample else out.reshape(())
+
+    @staticmethod
+    @once_differentiable  # the saved gradient is a constant: no second derivative, say so
+    def backward(ctx, grad_output):
+        (grad,) = ctx.saved_tensors  # (T, N, C)
+        scale = grad_output[None, :, None] if ctx.per_sample else grad_output  # (1, N, 1) or ()
+        return grad * scale, None, None, None, None
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False, *, backend=None):
+    """CTC loss by a registry backend, differentiable, as ``torch.nn.functional.ctc_loss``.
+
+    Args:
+      log_probs: ``(T, N, C)`` or unbatched ``(T, C)`` float tensor, time-major: log-probs
+        (``log_softmax`` output) or raw logits; the loss is that of ``log_softmax(log_probs)``,
+        which is the same for log-probs (see the module docstring for the gradient). Frames past
+        ``input_lengths`` are ignored (they may hold NaN) and get a zero gradient; valid frames
+        must be finite.
+      targets: padded ``(N, S)``, concatenated ``(sum(target_lengths),)``, or ``(S,)`` with
+        ``S == target_lengths`` when unbatched; integers in ``[0, C)``, none equal to
+        ``blank`` within its length.
+      input_lengths: ``(N,)`` tensor or sequence, each ``<= T``; a scalar when unbatched.
+      target_lengths: ``(N,)`` tensor or sequence; a scalar when unbatched.
+      blank: index of the blank class in ``[0, C)``.
+      reduction: ``"none"`` (per-sample losses ``(N,)``, a scalar when unbatched), ``"sum"``, or
+        ``"mean"`` (each loss divided by its target length clamped to 1, then averaged).
+      zero_infinity: an infeasible target (input too short) gives loss 0 and gradient 0; without
+        it the loss is ``inf`` and its gradient NaN on that sample's valid frames, as in torch.
+      backend: a registry name (``"numpy"``, ``"torch"``, ``"optax"``, a plugin), a
+        :class:`~ctcbench.registry.LoadedBackend` (reused: pass one for an isolated backend so
+        its worker process lives across calls), or ``None``: ``"numba"`` when it is registered
+        and available here, else ``"numpy"`` (the exact float64 reference).
+
+    Returns:
+      The loss in ``log_probs``' dtype and device (the backend computes in the dtype it
+      supports for it, e.g. float64 for ``numpy``, and the result is cast back).
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction: expected one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    if not isinstance(zero_infinity, bool):
+        raise ValueError(f"zero_infinity: expected True or False, got {zero_infinity!r}")
+    loaded = resolve_backend(backend)
+    problem, unbatched = _problem(log_probs, targets, input_lengths, target_lengths, blank)
+    x = log_probs.unsqueeze(1) if unbatched else log_probs  # (T, N, C)
+    loss = BackendCTCFunction.apply(x, problem, loaded, reduction, zero_infinity)
+    return loss.reshape(()) if unbatched else loss
+
+
+class CTCLoss(torch.nn.Module):
+    """:func:`ctc_loss` as a module, like ``torch.nn.CTCLoss``; the backend is resolved once,
+    here, so an isolated backend keeps its worker process between calls."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False, *,
+                 backend=None):
+        super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction: expected one of {', '.join(REDUCTIONS)}, "
+                             f"got {reduction!r}")
+        self.blank = blank
+        self.reduction = reduction
+        self.zero_infinity = zero_infinity
+        self.backend = resolve_backend(backend)
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                        self.reduction, self.zero_infinity, backend=self.backend)
+
+    def extra_repr(self) -> str:
+        return (f"blank={self.blank}, reduction={self.reduction!r}, "
+                f"zero_infinity={self.zero_infinity}, backend={self.backend.name!r}")
