@@ -1,5 +1,5 @@
 """Several training runs side by side: a grid of optimizers x learning rates x seeds x models,
-run in parallel worker processes (one torch thread each), collected into one table.
+run in parallel worker processes or on a Dask cluster (one torch thread each), collected into one table.
 
 Folder layout (``reports/convergence-<stamp>/``)::
 
@@ -8,16 +8,14 @@ Folder layout (``reports/convergence-<stamp>/``)::
   summary.csv/.json  one row per run
   curves.csv         every run's per-eval rows, with the run's name
   optimizers.csv     per optimizer: best learning rate and the spread over seeds at it
+  verdicts.json      per optimizer at its best rate, with bootstrap intervals (see verdicts.py)
   convergence.png    loss, CER and blank fraction vs step
 """
 from __future__ import annotations
 
 import itertools
 import json
-import multiprocessing as mp
 import os
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -26,7 +24,9 @@ import pandas as pd
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.datacache import check_cache_dir
-from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits, train_run
+from ctcbench.convergence.executors import LocalPool, RunTask
+from ctcbench.convergence.verdicts import write_verdicts
+from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits
 from ctcbench.runstore import RowLog, new_run_dir, to_json, write_meta
 
 EXTRA_PACKAGES = ("pillow", "captcha", "scikit-learn", "matplotlib")
@@ -52,14 +52,12 @@ class Grid:
         return out
 
 
-def _worker(name, cfg, run_dir, cache_dir, resume, queue):
-    progress = (lambda n: queue.put(n)) if queue is not None else None
-    return name, train_run(cfg, run_dir, cache_dir=cache_dir, resume=resume, progress=progress)
-
-
 def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, jobs: int | None = None,
-             cache_dir=None, show_progress: bool = True) -> tuple[Path, pd.DataFrame]:
+             cache_dir=None, show_progress: bool = True, executor=None) -> tuple[Path, pd.DataFrame]:
     """Run every configuration of ``grid`` over ``base``; returns (run folder, summary table).
+
+    ``executor`` runs them (see ctcbench.convergence.executors): default a local process
+    pool of ``jobs`` workers.
 
     With ``resume`` and an existing ``out``, the stored base config and grid are used, finished
     runs are kept and unfinished ones continue from their last checkpoint.
@@ -100,28 +98,10 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
     if show_progress:
         from tqdm import tqdm
         bar = tqdm(total=total, desc=f"convergence ({len(configs)} runs)", unit="step")
-    summaries = {}
-    if jobs == 1 or len(configs) == 1:
-        for name, cfg in configs:
-            summaries[name] = train_run(cfg, run_dir / "runs" / name, cache_dir=cache_dir,
-                                        resume=resume, progress=bar.update if bar else None)
-    else:
-        ctx = mp.get_context("spawn")  # fresh interpreters: no forked torch thread pools
-        with ctx.Manager() as manager, ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            queue = manager.Queue() if bar else None
-            futures = [pool.submit(_worker, name, cfg, run_dir / "runs" / name, cache_dir, resume, queue)
-                       for name, cfg in configs]
-            pending = set(futures)
-            while pending:
-                done = {f for f in pending if f.done()}
-                pending -= done
-                for f in done:
-                    name, summary = f.result()
-                    summaries[name] = summary
-                while queue is not None and not queue.empty():
-                    bar.update(queue.get())
-                if pending:
-                    time.sleep(0.2)
+    if executor is None:
+        executor = LocalPool(jobs)
+    tasks = [RunTask(name, cfg, run_dir / "runs" / name, cache_dir, resume) for name, cfg in configs]
+    summaries = executor.run(tasks, progress=bar.update if bar else None)
     if bar:
         bar.close()
     summary = pd.DataFrame([summaries[name] for name, _ in configs])
@@ -188,4 +168,5 @@ def export(run_dir: Path, names, summary: pd.DataFrame) -> None:
     curves = load_curves(run_dir, names)
     curves.to_csv(run_dir / "curves.csv", index=False)
     optimizer_table(summary).to_csv(run_dir / "optimizers.csv", index=False)
+    write_verdicts(run_dir, summary)
     plot_curves(curves, run_dir / "convergence.png")
