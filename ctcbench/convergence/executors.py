@@ -18,8 +18,9 @@ are an error when the summaries are collected.
 A Dask worker that dies mid-run: the scheduler gives the task to another worker (and a task
 that raises is retried, ``retries``); the new attempt continues from the run's last
 checkpoint (``train_run`` with ``resume``), so no step is lost or logged twice. Each grid
-invocation marks its runs with a token (``runs/<name>/attempt``) so that only a retry of
-the same invocation resumes; a fresh grid started over an old folder starts from scratch.
+invocation marks its runs with a token (logged in ``runs/<name>/attempts.jsonl``) so that
+only a retry of the same invocation resumes; a fresh grid started over an old folder starts
+from scratch.
 """
 from __future__ import annotations
 
@@ -52,15 +53,20 @@ def run_task(task: RunTask, progress: Callable[[int], None] | None = None) -> st
     """Train one run into its folder (in whatever process runs it); returns its name.
 
     Resumes from the run's checkpoint when the grid is resumed, or when an earlier attempt
-    of the same invocation (same ``token``) was cut short."""
-    from ctcbench.convergence.train import train_run
-    marker = task.run_dir / "attempt"
-    retry = task.token is not None and marker.exists() and marker.read_text() == task.token
+    of the same invocation (same ``token``) was cut short. With a token, each attempt is
+    logged to ``runs/<name>/attempts.jsonl``: ``{"token", "resumed_from"}`` (the checkpoint
+    step it continued from, or null)."""
+    from ctcbench.convergence.train import load_checkpoint, train_run
+    from ctcbench.runstore import RowLog
+    resume = task.resume
     if task.token is not None:
         task.run_dir.mkdir(parents=True, exist_ok=True)
-        marker.write_text(task.token)
-    train_run(task.cfg, task.run_dir, cache_dir=task.cache_dir, resume=task.resume or retry,
-              progress=progress)
+        attempts = RowLog(task.run_dir / "attempts.jsonl")
+        resume = resume or any(r.get("token") == task.token for r in attempts.rows())
+        ckpt = task.run_dir / "checkpoint.pt"
+        start = load_checkpoint(ckpt)["step"] if resume and ckpt.exists() else None
+        attempts.append({"token": task.token, "resumed_from": start})
+    train_run(task.cfg, task.run_dir, cache_dir=task.cache_dir, resume=resume, progress=progress)
     return task.name
 
 
