@@ -133,7 +133,7 @@ def test_config_conflicts(given, messages):
     (TrainConfig(lr=float("inf")), "lr: expected a positive number, got inf"),
     (TrainConfig(beta2=1.0), "beta2: expected a value in [0, 1), got 1.0"),
     (TrainConfig(model=ModelConfig(name="vgg")), "model.name: expected one of linecnn, "
-                                                 "linecnnlstm, crnn, rescrnn, perpos, got 'vgg'"),
+                                                 "linecnnlstm, crnn, rescrnn, perpos, repeatvec, got 'vgg'"),
     (TrainConfig(data=DataConfig(min_len=0)), "data.min_len: expected >= 1, got 0"),
     (TrainConfig(data=DataConfig(height=40)), "data.height: expected a multiple of 16, got 40"),
     (TrainConfig(data=DataConfig(kind="digits", charset="ab")),
