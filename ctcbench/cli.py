@@ -224,10 +224,17 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
 @out_options("convergence", resume_note=" (its stored config is used)")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default="reports/.data-cache",
               show_default=True, help="Where rendered data pools are cached.")
+@click.option("--executor", type=click.Choice(["local", "dask-local"]), default="local",
+              show_default=True, help="Where runs execute: local worker processes, or a Dask "
+              "LocalCluster of --jobs workers (needs ctcbench[dask]).")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="Submit each run as a task to this running Dask scheduler; its workers must "
+                   "share the run folder's filesystem.")
 @format_option("table", "json")
 @click.pass_context
 @library_errors
-def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings):
+def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, fmt, config_file,
+                **_settings):
     """Train small line recognisers with CTC under several optimizers and record convergence.
 
     Every setting can also come from --config FILE.toml, for example:
@@ -246,7 +253,9 @@ def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings
     """
     from ctcbench.convergence.config import (ConfigError, build, check_run, config_conflicts,
                                              load_toml, stored_config)
-    from ctcbench.convergence.grid import optimizer_table, run_grid
+    from ctcbench.convergence.executors import make_executor
+    from ctcbench.convergence.grid import run_grid
+    from ctcbench.convergence.verdicts import to_records, verdicts
     from ctcbench.convergence.options import command_line_settings, option_names, resume_folder
     from ctcbench.runstore import to_json
     from_file = load_toml(config_file) if config_file else {}
@@ -261,25 +270,31 @@ def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings
         if conflicts:
             raise click.ClickException("\n".join(conflicts))
     base, grid = build(values)
+    pool = make_executor(executor, scheduler=scheduler, jobs=jobs or min(2, os.cpu_count() or 1))
     try:
         if folder is None:
             check_run(base, grid)
         result = run_grid(base, grid, out=folder or out, resume=folder is not None, jobs=jobs,
-                          cache_dir=cache_dir)
+                          cache_dir=cache_dir, executor=pool)
     except ConfigError as exc:  # name the option, or the file key the value came from
         in_file = exc.key in from_file and exc.key not in given
         raise click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
                                              else option_names().get(exc.key, exc.key))) from None
     summary, run_dir = result.rows, result.run_dir
+    table, diffs = verdicts(summary)
     if fmt == "json":
-        click.echo(to_json(summary.to_dict("records"), indent=2))
+        click.echo(to_json({"runs": summary.to_dict("records"), "verdicts": to_records(table),
+                            "differences": to_records(diffs)}, indent=2))
         return
     cols = ["run", "final_cer", "final_seq_acc", "plateau_end_step", "steps_to_cer10",
             "steps_to_cer02", "cpu_s", "wall_s"]
     floats = {"float_format": lambda v: f"{v:.4g}"}
     click.echo(summary[cols].to_string(index=False, **floats))
     click.echo("")
-    click.echo(optimizer_table(summary).to_string(index=False, **floats))
+    click.echo(table.to_string(index=False, **floats))
+    if len(diffs):
+        click.echo("")
+        click.echo(diffs.to_string(index=False, **floats))
     click.echo(f"\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})")
 
 

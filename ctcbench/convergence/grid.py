@@ -1,5 +1,5 @@
 """Several training runs side by side: a grid of optimizers x learning rates x seeds x models,
-run in parallel worker processes (one torch thread each), collected into one table.
+run in parallel worker processes or on a Dask cluster (one torch thread each), collected into one table.
 
 Folder layout (``reports/convergence-<stamp>/``)::
 
@@ -9,16 +9,14 @@ Folder layout (``reports/convergence-<stamp>/``)::
   summary.csv/.json  one row per run
   curves.csv         every run's per-eval rows, with the run's name
   optimizers.csv     per optimizer: best learning rate and the spread over seeds at it
+  verdicts.json      per optimizer at its best rate, with bootstrap intervals (see verdicts.py)
   convergence.png    loss, CER and blank fraction vs step
 """
 from __future__ import annotations
 
 import itertools
 import json
-import multiprocessing as mp
 import os
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -27,7 +25,9 @@ import pandas as pd
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.datacache import check_cache_dir
-from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits, train_run
+from ctcbench.convergence.executors import LocalPool, RunTask
+from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits
+from ctcbench.convergence.verdicts import write_verdicts
 from ctcbench.runstore import RowLog, RunResult, check_resume, open_run, to_json
 
 EXTRA_PACKAGES = ("pillow", "captcha", "scikit-learn", "matplotlib")
@@ -55,11 +55,6 @@ class Grid:
         return out
 
 
-def _worker(name, cfg, run_dir, cache_dir, resume, queue):
-    progress = (lambda n: queue.put(n)) if queue is not None else None
-    return name, train_run(cfg, run_dir, cache_dir=cache_dir, resume=resume, progress=progress)
-
-
 def _checked(base: TrainConfig, grid: Grid) -> list[tuple[str, TrainConfig]]:
     """The grid's (name, config) pairs, every one checked before any data is rendered."""
     configs = grid.configs(base)
@@ -85,7 +80,7 @@ def _stored(run) -> tuple[TrainConfig, Grid, dict]:
 
 
 def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, jobs: int | None = None,
-             cache_dir=None, show_progress: bool = True) -> RunResult:
+             cache_dir=None, show_progress: bool = True, executor=None) -> RunResult:
     """Run every configuration of ``grid`` over ``base``; one summary row per training run.
 
     ``out``: run folder (default ``reports/convergence-<UTC time>``); one that already holds a
@@ -117,7 +112,7 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
                                total=sum(c.steps for _, c in configs),
                                done_steps=sum(c.steps for n, c in configs if n in kept),
                                jobs=jobs, cache_dir=cache_dir, resume=resume,
-                               show_progress=show_progress)
+                               show_progress=show_progress, executor=executor)
         rows = pd.DataFrame([kept.get(name) or summaries[name] for name, _ in configs])
         export(run.run_dir, [name for name, _ in configs], rows)
         from ctcbench.report import write_report
@@ -131,7 +126,7 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
 
 
 def _train_all(run, configs, base, *, total, done_steps, jobs, cache_dir, resume,
-               show_progress) -> dict:
+               show_progress, executor=None) -> dict:
     """Train each (name, config) into ``run``, appending each summary row as it finishes."""
     # Render the data once here; workers then read it from the cache.
     for split in ("train", "test"):
@@ -147,27 +142,10 @@ def _train_all(run, configs, base, *, total, done_steps, jobs, cache_dir, resume
         summaries[name] = summary
         run.log.append(summary)
 
-    if jobs == 1 or len(configs) <= 1:
-        for name, cfg in configs:
-            finished(name, train_run(cfg, run.run_dir / "runs" / name, cache_dir=cache_dir,
-                                     resume=resume, progress=bar.update if bar else None))
-    else:
-        ctx = mp.get_context("spawn")  # fresh interpreters: no forked torch thread pools
-        with ctx.Manager() as manager, ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            queue = manager.Queue() if bar else None
-            futures = [pool.submit(_worker, name, cfg, run.run_dir / "runs" / name, cache_dir,
-                                   resume, queue)
-                       for name, cfg in configs]
-            pending = set(futures)
-            while pending:
-                done = {f for f in pending if f.done()}
-                pending -= done
-                for f in done:
-                    finished(*f.result())
-                while queue is not None and not queue.empty():
-                    bar.update(queue.get())
-                if pending:
-                    time.sleep(0.2)
+    executor = executor or LocalPool(jobs)
+    tasks = [RunTask(name, cfg, run.run_dir / "runs" / name, cache_dir, resume)
+             for name, cfg in configs]
+    executor.run(tasks, progress=bar.update if bar else None, finished=finished)
     if bar:
         bar.close()
     return summaries
@@ -230,4 +208,5 @@ def export(run_dir: Path, names, summary: pd.DataFrame) -> None:
     curves = load_curves(run_dir, names)
     curves.to_csv(run_dir / "curves.csv", index=False)
     optimizer_table(summary).to_csv(run_dir / "optimizers.csv", index=False)
+    write_verdicts(run_dir, summary)
     plot_curves(curves, run_dir / "convergence.png")

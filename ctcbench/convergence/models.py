@@ -11,6 +11,8 @@ where class 0 means "no character here".
   * ``crnn``         4 conv(+BatchNorm optional)+pool blocks -> BiLSTM -> linear.
   * ``rescrnn``      a small residual CNN (the captcha model, no pretrained weights) -> BiLSTM.
   * ``perpos``       fixed-length per-position NLL baseline: CNN -> max_len softmaxes.
+  * ``repeatvec``    a deliberately broken CRNN: conv features pooled to one vector, repeated
+                     T times into the BiLSTM (the captcha bug; for the doctor's time check).
 """
 from __future__ import annotations
 
@@ -74,6 +76,26 @@ class CRNN(nn.Module):
         N, c, h, T = f.shape
         f = f.reshape(N, c * h, T).permute(2, 0, 1)  # (T, N, c*h)
         f, _ = self.rnn(f)  # (T, N, 2*hidden)
+        return self.head(f)  # (T, N, C)
+
+
+class RepeatVector(CRNN):
+    """The captcha bug, kept as a model to test diagnostics on: the CRNN's conv features are
+    pooled to ONE vector per image and that vector is repeated for all ``T`` time steps
+    before the BiLSTM, so every frame sees the same input and the model cannot place
+    labels (``ctcbench doctor`` reports ``time-invariant``)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        feat = self.rnn.input_size // (cfg.height // 16)  # the conv channels
+        self.rnn = nn.LSTM(feat, cfg.hidden, bidirectional=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.cnn(x)  # (N, c, H/16, W/4)
+        T = f.shape[-1]
+        v = f.mean(dim=(2, 3))  # (N, c): one vector per image
+        seq = v.unsqueeze(0).expand(T, -1, -1)  # (T, N, c): the same vector at every step
+        f, _ = self.rnn(seq.contiguous())  # (T, N, 2*hidden)
         return self.head(f)  # (T, N, C)
 
 
@@ -199,7 +221,7 @@ class PerPosition(nn.Module):
 
 
 MODELS = {"linecnn": LineCNN, "linecnnlstm": LineCNNLSTM, "crnn": CRNN, "rescrnn": ResCRNN,
-          "perpos": PerPosition}
+          "perpos": PerPosition, "repeatvec": RepeatVector}
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

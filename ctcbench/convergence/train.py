@@ -3,7 +3,8 @@
 Files in the run folder (written as the run goes, so an interrupted run can resume):
   config.json      the full TrainConfig (any curve can be reproduced from it)
   curve.jsonl      one row per eval: step, losses, CER, sequence accuracy, blank fraction,
-                   mean emitted characters per line, gradient/update norms, lr, CPU and wall time
+                   mean emitted characters per line, gradient/update norms, lr, CPU and wall time;
+                   with ``diagnose_every``, ``findings``: the doctor's codes (or null)
   checkpoint.pt    model + optimizer + scheduler + RNG state at the last eval
   summary.json     the derived row (written when the run finishes)
 
@@ -30,6 +31,7 @@ from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIV
 from ctcbench.convergence.ctc import TRAIN_REDUCTIONS, ctc_loss_fn
 from ctcbench.convergence.data import DataConfig, Pool, load_pool
 from ctcbench.convergence.decode import beam_decode, error_rates
+from ctcbench.convergence.diagnosis import finding_codes
 from ctcbench.convergence.models import ModelConfig, build_model, num_params
 from ctcbench.core.ctcmath import greedy_decode
 from ctcbench.runstore import RowLog, to_json
@@ -73,11 +75,19 @@ class TrainConfig:
     threads: int = setting(1, "Torch threads per run.", check=at_least(1))
     beam: int = setting(0, "Also score the final model with prefix beam search of this width.",
                         check=at_least(0, " (0 = greedy only)"))
+    diagnose_every: int = setting(0, "Every N steps (a multiple of --eval-every) run "
+                                  "ctcbench.diagnose on a held-out batch and record the finding "
+                                  "codes in the curve rows (0 = off).", check=NON_NEGATIVE_INT)
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
 
     def check(self) -> "TrainConfig":
         return check_config(self)
+
+    def relations(self) -> list[tuple[str, bool, str, object]]:
+        """Checks across fields, for ``check_config``: (field, holds, expected, got)."""
+        return [("diagnose_every", self.diagnose_every % self.eval_every == 0,
+                 f"a multiple of eval_every ({self.eval_every})", self.diagnose_every)]
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
@@ -269,6 +279,9 @@ def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = Non
                **evaluate(model, loss_fn, test), "grad_norm": grad_norm, "update_norm": update_norm,
                "lr": opt.param_groups[0]["lr"],
                "cpu_s": time.process_time() - cpu_start, "wall_s": time.perf_counter() - wall_start}
+        if cfg.diagnose_every:  # the doctor's finding codes; None between diagnosed steps
+            row["findings"] = (finding_codes(model, test, reduction=cfg.reduction)
+                               if step % cfg.diagnose_every == 0 else None)
         log.append(row)
         _save_checkpoint(ckpt_path, cfg=cfg, model=model, opt=opt, sched=sched, step=step,
                          extra={"cpu_s": row["cpu_s"], "wall_s": row["wall_s"]})

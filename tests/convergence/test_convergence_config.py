@@ -61,7 +61,7 @@ def test_config_file_round_trip_with_override(toml_run):
     assert {k: base["data"][k] for k in data_keys} == {
         "train_size": 48, "test_size": 8, "min_len": 1, "max_len": 3, "seed": 7}
     assert grid == {"optimizers": ["adam", "sgd"], "lrs": [0.01], "seeds": [0], "models": ["crnn"]}
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["runs"]
     assert sorted((r["optimizer"], r["lr"], r["steps"]) for r in rows) == [
         ("adam", 0.01, 3), ("sgd", 0.01, 3)]
 
@@ -86,8 +86,8 @@ def test_resume_with_the_same_options_resumes(toml_run):
     res = invoke("--config", path, "--steps", 3, "--out", out, "--resume", "--cache-dir", cache,
                  "--format", "json")
     assert res.exit_code == 0, res.output
-    assert [r["final_cer"] for r in json.loads(res.stdout)] == [
-        r["final_cer"] for r in json.loads(first.stdout)]
+    assert [r["final_cer"] for r in json.loads(res.stdout)["runs"]] == [
+        r["final_cer"] for r in json.loads(first.stdout)["runs"]]
 
 
 def test_resume_with_the_config_file_alone_conflicts_on_the_overridden_key(toml_run):
@@ -133,7 +133,7 @@ def test_config_conflicts(given, messages):
     (TrainConfig(lr=float("inf")), "lr: expected a positive number, got inf"),
     (TrainConfig(beta2=1.0), "beta2: expected a value in [0, 1), got 1.0"),
     (TrainConfig(model=ModelConfig(name="vgg")), "model.name: expected one of linecnn, "
-                                                 "linecnnlstm, crnn, rescrnn, perpos, got 'vgg'"),
+                                                 "linecnnlstm, crnn, rescrnn, perpos, repeatvec, got 'vgg'"),
     (TrainConfig(data=DataConfig(min_len=0)), "data.min_len: expected >= 1, got 0"),
     (TrainConfig(data=DataConfig(height=40)), "data.height: expected a multiple of 16, got 40"),
     (TrainConfig(data=DataConfig(kind="digits", charset="ab")),

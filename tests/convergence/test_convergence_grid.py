@@ -20,18 +20,23 @@ def _run(args):
 
 def test_grid_in_parallel_workers_writes_everything(tmp_path):
     """Two optimizers x two seeds in two worker processes: one summary row per run, curves,
-    optimizer table, plot, checkpoints; --format json prints the rows."""
+    optimizer table, verdicts, plot, checkpoints; --format json prints runs, verdicts and
+    differences."""
     out = tmp_path / "grid"
     res = _run(["--optimizer", "adam,rmsprop", "--seed", "0,1", "--jobs", "2", "--out", str(out),
                 "--cache-dir", str(tmp_path / "cache"), "--format", "json"])
     assert res.exit_code == 0, res.output
-    rows = json.loads(res.stdout)
+    printed = json.loads(res.stdout)
+    rows = printed["runs"]
+    assert sorted(v["optimizer"] for v in printed["verdicts"]) == ["adam", "rmsprop"]
+    assert [(d["optimizer"], d["versus"]) for d in printed["differences"]] == [("adam", "rmsprop")]
     assert sorted((r["optimizer"], r["seed"]) for r in rows) == [
         ("adam", 0), ("adam", 1), ("rmsprop", 0), ("rmsprop", 1)]
     for r in rows:
         assert (out / "runs" / r["run"] / "checkpoint.pt").is_file()
         assert r["checkpoint"].endswith("checkpoint.pt") and r["run_dir"].startswith(str(out))
-    for name in ("meta.json", "summary.csv", "curves.csv", "optimizers.csv", "convergence.png"):
+    for name in ("meta.json", "summary.csv", "curves.csv", "optimizers.csv", "verdicts.json",
+                 "convergence.png"):
         assert (out / name).is_file(), name
     curves = pd.read_csv(out / "curves.csv")
     assert set(curves["step"]) == {0, 2, 3} and curves["run"].nunique() == 4
@@ -49,7 +54,7 @@ def test_table_output_and_resume(tmp_path):
     first = pd.read_csv(out / "summary.csv")
     res = CliRunner().invoke(cli, ["convergence", "--out", str(out), "--resume", "--format", "json"])
     assert res.exit_code == 0, res.output
-    again = json.loads(res.stdout)
+    again = json.loads(res.stdout)["runs"]
     assert [r["final_cer"] for r in again] == list(first["final_cer"])
 
 
