@@ -219,10 +219,15 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, baseline, fail_
               help="Continue an interrupted run folder (its stored config is used).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default="reports/.data-cache",
               show_default=True, help="Where rendered data pools are cached.")
+@click.option("--tensorboard", "tensorboard", is_flag=False, flag_value="", default=None,
+              type=click.Path(file_okay=False), metavar="[DIR]",
+              help="Also write TensorBoard event files (scalars and hparams), one subfolder "
+                   "per run, into DIR [default: RUN_FOLDER/tensorboard]. Needs "
+                   "pip install 'ctcbench[tensorboard]'.")
 @format_option("table", "json")
 @click.pass_context
 @library_errors
-def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings):
+def convergence(ctx, jobs, out, resume, cache_dir, tensorboard, fmt, config_file, **_settings):
     """Train small line recognisers with CTC under several optimizers and record convergence.
 
     Every setting can also come from --config FILE.toml, for example:
@@ -256,6 +261,9 @@ def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings
         if conflicts:
             raise click.ClickException("\n".join(conflicts))
     base, grid = build(values)
+    if tensorboard is not None:  # before training: a missing package must not waste a run
+        from ctcbench.convergence.events import check_tensorboard
+        check_tensorboard(tensorboard)
     try:
         if folder is None:
             check_run(base, grid)
@@ -265,6 +273,9 @@ def convergence(ctx, jobs, out, resume, cache_dir, fmt, config_file, **_settings
         in_file = exc.key in from_file and exc.key not in given
         raise click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
                                              else option_names().get(exc.key, exc.key))) from None
+    if tensorboard is not None:
+        from ctcbench.convergence.events import write_events
+        click.echo(f"tensorboard: {write_events(run_dir, tensorboard or None)}", err=True)
     if fmt == "json":
         click.echo(to_json(summary.to_dict("records"), indent=2))
         return

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from ctcbench.caselib.builders import Variant, to_problem, variants
 from ctcbench.caselib.library import Case, load_cases, select_cases
 from ctcbench.caselib.expected import Answer, known_answer
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.progress import Progress
 from ctcbench.protocol import run_takes
 from ctcbench.registry import (
     BackendFailure,
@@ -272,7 +272,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       out: run folder (default ``reports/compare-<UTC time>``); ``resume`` keeps the rows an
         earlier run left in it and does only the rest; rows that ended in ``error``,
         ``crashed`` or ``timeout`` may be transient and run again.
-      progress: tqdm bar on stderr; default only when stderr is a terminal.
+      progress: ``False`` for none; else a bar on a terminal, plain lines otherwise
+        (ctcbench.progress).
       plot: also save ``margins.png``, a heat map of error / tolerance (see compare_plot).
     Returns:
       The rows, failures first; ``df.attrs["run_dir"]`` is where they were written.
@@ -285,10 +286,14 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     jobs = [(case, dtype) for case in cases for dtype in case.dtypes
             if dtypes is None or dtype in dtypes]
     preps = {}
+    bar = Progress("compare (preparing cases)", total=len(jobs), unit="cases", enabled=progress,
+                   leave=False)
     for case, dtype in jobs:  # every case builds before anything runs: a bad file fails fast
         try:
             preps[case.name, dtype] = prepare(case, dtype)
+            bar.update()
         except Exception as exc:
+            bar.close()
             raise ValueError(f"case {case.name!r} in {case.source} ({dtype}): expected a "
                              f"buildable case, got {type(exc).__name__}: {exc}") from None
     names = list(dict.fromkeys(backends)) if backends else backend_names()
@@ -306,6 +311,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     done = {tuple(r.get(k) for k in KEY) for r in kept}
 
     rows, ready = [], []
+    bar.note("loading backends")
     for name in names:
         try:
             ready.append(get_backend(name))
@@ -330,8 +336,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     write_meta(run_dir, {"driver": "compare", "backends": names, "reference": REFERENCE,
                          "cases": [c.name for c in cases], "dtypes": list(dtypes or []),
                          "backend_versions": _versions(ready), "resumed_rows": len(kept)})
-    bar = tqdm(total=len(jobs) * len(ready), desc="compare", unit="run", leave=False,
-               disable=None if progress is None else not progress)
+    bar.stage("compare", total=len(jobs) * len(ready), unit="runs")
     for case, dtype in jobs:
         prep = preps[case.name, dtype]
         for backend in ready:

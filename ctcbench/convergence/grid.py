@@ -98,8 +98,8 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
     total = sum(cfg.steps for _, cfg in configs)
     bar = None
     if show_progress:
-        from tqdm import tqdm
-        bar = tqdm(total=total, desc=f"convergence ({len(configs)} runs)", unit="step")
+        from ctcbench.progress import Progress
+        bar = Progress(f"convergence ({len(configs)} runs)", total=total, unit="steps")
     summaries = {}
     if jobs == 1 or len(configs) == 1:
         for name, cfg in configs:
