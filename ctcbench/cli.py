@@ -248,6 +248,7 @@ def convergence(ctx, jobs, out, resume, cache_dir, tensorboard, fmt, config_file
                                              load_toml, stored_config)
     from ctcbench.convergence.grid import optimizer_table, run_grid
     from ctcbench.convergence.options import command_line_settings, option_names, resume_folder
+    from ctcbench.convergence.tables import records, table
     from ctcbench.runstore import to_json
     from_file = load_toml(config_file) if config_file else {}
     given = command_line_settings(ctx)
@@ -277,14 +278,13 @@ def convergence(ctx, jobs, out, resume, cache_dir, tensorboard, fmt, config_file
         from ctcbench.convergence.events import write_events
         click.echo(f"tensorboard: {write_events(run_dir, tensorboard or None)}", err=True)
     if fmt == "json":
-        click.echo(to_json(summary.to_dict("records"), indent=2))
+        click.echo(to_json(records(summary), indent=2))
         return
     cols = ["run", "final_cer", "final_seq_acc", "plateau_end_step", "steps_to_cer10",
             "steps_to_cer02", "cpu_s", "wall_s"]
-    floats = {"float_format": lambda v: f"{v:.4g}"}
-    click.echo(summary[cols].to_string(index=False, **floats))
+    click.echo(table(summary[cols]))
     click.echo("")
-    click.echo(optimizer_table(summary).to_string(index=False, **floats))
+    click.echo(table(optimizer_table(summary)))
     click.echo(f"\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})")
 
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from ctcbench.cli import cli
 from ctcbench.cli_docs import REGENERATE, WIDTH, command_helps
-from ctcbench.doctor.diagnose import CODES
+from ctcbench.doctor.findings import CODES
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
