@@ -22,7 +22,7 @@ def doctor_context(result, inputs: dict, *, layout: str = "TNC", source: str = "
                    samples: int = 4) -> dict:
     """``result``: a ``ctcbench.doctor.diagnose.Report``; ``inputs``: the arrays it was made
     from (``load_inputs`` keywords), for the frames plot of the first ``samples`` samples."""
-    from ctcbench.doctor.diagnose import SEVERITIES
+    from ctcbench.doctor.findings import SEVERITIES
     from ctcbench.doctor.plot import plot_frames
     from ctcbench.report.figures import written_uri
     findings = [{"code": f.code, "severity": f.severity, "message": f.message, "fix": f.fix,
