@@ -230,11 +230,16 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Submit each run as a task to this running Dask scheduler; its workers must "
                    "share the run folder's filesystem.")
+@click.option("--tensorboard", "tensorboard", is_flag=False, flag_value="", default=None,
+              type=click.Path(file_okay=False), metavar="[DIR]",
+              help="Also write TensorBoard event files (scalars and hparams), one subfolder "
+                   "per run, into DIR [default: RUN_FOLDER/tensorboard]. Needs "
+                   "pip install 'ctcbench[tensorboard]'.")
 @format_option("table", "json")
 @click.pass_context
 @library_errors
-def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, fmt, config_file,
-                **_settings):
+def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorboard, fmt,
+                config_file, **_settings):
     """Train small line recognisers with CTC under several optimizers and record convergence.
 
     Every setting can also come from --config FILE.toml, for example:
@@ -257,6 +262,7 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, fmt, con
     from ctcbench.convergence.grid import run_grid
     from ctcbench.convergence.verdicts import to_records, verdicts
     from ctcbench.convergence.options import command_line_settings, option_names, resume_folder
+    from ctcbench.convergence.tables import records, table
     from ctcbench.runstore import to_json
     from_file = load_toml(config_file) if config_file else {}
     given = command_line_settings(ctx)
@@ -270,6 +276,9 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, fmt, con
         if conflicts:
             raise click.ClickException("\n".join(conflicts))
     base, grid = build(values)
+    if tensorboard is not None:  # before training: a missing package must not waste a run
+        from ctcbench.convergence.events import check_tensorboard
+        check_tensorboard(tensorboard)
     pool = make_executor(executor, scheduler=scheduler, jobs=jobs or min(2, os.cpu_count() or 1))
     try:
         if folder is None:
@@ -281,20 +290,22 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, fmt, con
         raise click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
                                              else option_names().get(exc.key, exc.key))) from None
     summary, run_dir = result.rows, result.run_dir
-    table, diffs = verdicts(summary)
+    if tensorboard is not None:
+        from ctcbench.convergence.events import write_events
+        click.echo(f"tensorboard: {write_events(run_dir, tensorboard or None)}", err=True)
+    best, diffs = verdicts(summary)
     if fmt == "json":
-        click.echo(to_json({"runs": summary.to_dict("records"), "verdicts": to_records(table),
+        click.echo(to_json({"runs": records(summary), "verdicts": to_records(best),
                             "differences": to_records(diffs)}, indent=2))
         return
     cols = ["run", "final_cer", "final_seq_acc", "plateau_end_step", "steps_to_cer10",
             "steps_to_cer02", "cpu_s", "wall_s"]
-    floats = {"float_format": lambda v: f"{v:.4g}"}
-    click.echo(summary[cols].to_string(index=False, **floats))
+    click.echo(table(summary[cols]))
     click.echo("")
-    click.echo(table.to_string(index=False, **floats))
+    click.echo(table(best))
     if len(diffs):
         click.echo("")
-        click.echo(diffs.to_string(index=False, **floats))
+        click.echo(table(diffs))
     click.echo(f"\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})")
 
 

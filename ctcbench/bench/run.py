@@ -37,14 +37,14 @@ def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config,
     run.write_meta(config)
     todo = [s for s in sizes
             if any((name, s.T, s.N, s.C, s.L, dtype) not in done for name in resolved)]
-    from tqdm import tqdm
-    bar = tqdm(todo, desc="bench", unit="size", file=sys.stderr, disable=not progress)
-    for size in bar:
-        bar.set_postfix_str(size.label)
-        for row in measure_size(resolved, size, dtype=dtype, repeat=repeat, warmup=warmup,
-                                seed=seed):
-            run.log.append(row)
-    bar.close()
+    from ctcbench.progress import Progress
+    with Progress("bench", total=len(todo), unit="sizes", enabled=progress) as bar:
+        for size in todo:
+            bar.note(size.label)
+            for row in measure_size(resolved, size, dtype=dtype, repeat=repeat, warmup=warmup,
+                                    seed=seed):
+                run.log.append(row)
+            bar.update()
     wanted = {(name, s.T, s.N, s.C, s.L, dtype) for s in sizes for name in resolved}
     latest = {}
     for row in run.log.rows():

@@ -10,12 +10,12 @@ import importlib.metadata
 import types
 
 import numpy as np
-from tqdm import tqdm
 
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.compare.checks import KEY, NUMBERS, REFERENCE, RERUN, check, prepare
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.progress import Progress
 from ctcbench.registry import BackendUnavailable, backend_names, get_backend
 from ctcbench.runstore import RunResult, check_resume, open_run, to_json
 
@@ -53,7 +53,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         is refused unless ``resume``, which keeps the rows an earlier run left in it and does
         only the rest; rows that ended in ``error``, ``crashed`` or ``timeout`` may be
         transient and run again (see ``ctcbench.runstore.open_run``).
-      progress: tqdm bar on stderr; default only when stderr is a terminal.
+      progress: ``False`` for none; else a bar on a terminal, plain lines otherwise
+        (ctcbench.progress).
       plot: also save ``margins.png``, a heat map of error / tolerance (see compare_plot).
     Returns:
       ``RunResult``: ``rows`` failures first, ``summary`` as ``summarize`` gives it,
@@ -68,10 +69,14 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     jobs = [(case, dtype) for case in cases for dtype in case.dtypes
             if dtypes is None or dtype in dtypes]
     preps = {}
+    bar = Progress("compare (preparing cases)", total=len(jobs), unit="cases", enabled=progress,
+                   leave=False)
     for case, dtype in jobs:  # every case builds before anything runs: a bad file fails fast
         try:
             preps[case.name, dtype] = prepare(case, dtype)
+            bar.update()
         except Exception as exc:
+            bar.close()
             raise ValueError(f"case {case.name!r} in {case.source} ({dtype}): expected a "
                              f"buildable case, got {type(exc).__name__}: {exc}") from None
     names = list(dict.fromkeys(backends)) if backends else backend_names()
@@ -79,7 +84,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         if name not in backend_names():
             get_backend(name)  # raises KeyError listing the known names, before anything runs
     with open_run("compare", out, resume=resume) as run:
-        df, kept = _run(run, names, cases, dtypes, jobs, preps, progress)
+        df, kept = _run(run, names, cases, dtypes, jobs, preps, bar)
         (run.run_dir / "rows.csv").write_text(to_csv(df))
         (run.run_dir / "rows.json").write_text(to_json(df_records(df), indent=1) + "\n")
         files = [run.run_dir / "rows.csv", run.run_dir / "rows.json"]
@@ -92,13 +97,14 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
                      resumed=len(kept), files=files)
 
 
-def _run(run, names, cases, dtypes, jobs, preps, progress):
+def _run(run, names, cases, dtypes, jobs, preps, bar):
     """The rows of one compare run into the open folder ``run``; (all rows, rows kept)."""
     # skipped rows are redone every run (the backend may be available now), failures that
     # may be transient are run again; everything else is kept as it was.
     kept = [r for r in run.log.rows(floats=NUMBERS) if r.get("status") not in ("skipped",) + RERUN]
     done = {tuple(r.get(k) for k in KEY) for r in kept}
     rows, ready = [], []
+    bar.note("loading backends")
     for name in names:
         try:
             ready.append(get_backend(name))
@@ -123,8 +129,7 @@ def _run(run, names, cases, dtypes, jobs, preps, progress):
                     "backend_versions": _versions(ready), "resumed_rows": len(kept)})
     for row in rows:
         run.log.append(row)
-    bar = tqdm(total=len(jobs) * len(ready), desc="compare", unit="run", leave=False,
-               disable=None if progress is None else not progress)
+    bar.stage("compare", total=len(jobs) * len(ready), unit="runs")
     for case, dtype in jobs:
         prep = preps[case.name, dtype]
         for backend in ready:

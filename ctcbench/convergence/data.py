@@ -25,6 +25,7 @@ import numpy as np
 from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, at_least, check_config,
                                          setting)
 from ctcbench.convergence.datacache import check_cache_dir, load_or_build
+from ctcbench.progress import Progress
 
 BLANK = 0
 
@@ -232,11 +233,9 @@ def make_pool(cfg: DataConfig, split: str, *, progress: bool = False) -> Pool:
     images = np.zeros((size, cfg.height, cfg.width), dtype=np.float32)  # (M, H, W)
     labels = np.zeros((size, cfg.max_len), dtype=np.int64)  # (M, max_len)
     lengths = np.zeros(size, dtype=np.int64)
-    it = range(size)
-    if progress:
-        from tqdm import tqdm
-        it = tqdm(it, desc=f"render {cfg.kind}/{split}", unit="img", leave=False)
-    for i in it:
+    bar = Progress(f"render {cfg.kind}/{split}", total=size, unit="images", enabled=progress,
+                   leave=False)
+    for i in range(size):
         text = _random_text(rng, cfg)
         img = render(text, rng, cfg, state)
         if cfg.noise > 0:
@@ -244,6 +243,8 @@ def make_pool(cfg: DataConfig, split: str, *, progress: bool = False) -> Pool:
         images[i] = np.clip(img, 0, 1)
         lengths[i] = len(text)
         labels[i, : len(text)] = encode_text(text, cfg.charset)
+        bar.update()
+    bar.close()
     return Pool(images, labels, lengths, cfg.charset)
 
 

@@ -133,9 +133,9 @@ def _train_all(run, configs, base, *, total, done_steps, jobs, cache_dir, resume
         load_pool(base.data, split, cache_dir=cache_dir, progress=show_progress)
     bar = None
     if show_progress:
-        from tqdm import tqdm
-        bar = tqdm(total=total, initial=done_steps, desc=f"convergence ({len(configs)} runs)",
-                   unit="step")
+        from ctcbench.progress import Progress
+        bar = Progress(f"convergence ({len(configs)} runs)", total=total, unit="steps")
+        bar.update(done_steps)
     summaries = {}
 
     def finished(name, summary):
@@ -203,10 +203,11 @@ def _range(s: pd.Series) -> str:
 
 def export(run_dir: Path, names, summary: pd.DataFrame) -> None:
     from ctcbench.convergence.plots import plot_curves
-    summary.to_csv(run_dir / "summary.csv", index=False)
-    (run_dir / "summary.json").write_text(to_json(summary.to_dict("records"), indent=2) + "\n")
+    from ctcbench.convergence.tables import records, to_csv  # never reached: empty / null
+    to_csv(summary, run_dir / "summary.csv")
+    (run_dir / "summary.json").write_text(to_json(records(summary), indent=2) + "\n")
     curves = load_curves(run_dir, names)
     curves.to_csv(run_dir / "curves.csv", index=False)
-    optimizer_table(summary).to_csv(run_dir / "optimizers.csv", index=False)
+    to_csv(optimizer_table(summary), run_dir / "optimizers.csv")
     write_verdicts(run_dir, summary)
     plot_curves(curves, run_dir / "convergence.png")

@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from tqdm import tqdm
 
 from ctcbench.core.ctcmath import log_softmax, minimal_path
 from ctcbench.doctor.diagnose import diagnose
 from ctcbench.doctor.inputs import Inputs, prepare
 from ctcbench.doctor.losses import MAX_LOSS_SAMPLES, reference_losses, usable_samples
+from ctcbench.progress import Progress
 
 
 @dataclass
@@ -154,12 +154,13 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
     ]
     scenarios = []
     sub = _subset(inp, used)
-    for name, desc, transform, _ in tqdm(candidates, desc="scoring", unit="scenario",
-                                         leave=False, disable=None):
-        lb = _mean_loss(transform(all_blank), sub, b)
-        lp = _mean_loss(transform(perfect), sub, b)
-        scenarios.append(Scenario(name, desc, lb, lp, not lp < lb,
-                                  yours == name or (yours is None and name == "correct")))
+    with Progress("scoring", total=len(candidates), unit="scenarios", leave=False) as bar:
+        for name, desc, transform, _ in candidates:
+            lb = _mean_loss(transform(all_blank), sub, b)
+            lp = _mean_loss(transform(perfect), sub, b)
+            scenarios.append(Scenario(name, desc, lb, lp, not lp < lb,
+                                      yours == name or (yours is None and name == "correct")))
+            bar.update()
     # The model's blank at the other end: predictions built with blank `other`, loss with `b`.
     fits = used & usable_samples(inp, blanks=(other,))
     if fits.any():
