@@ -275,7 +275,7 @@ def test_convergence_killed_mid_run_resumes_to_one_row_per_run(tmp_path):
     assert len(lines(out / "rows.jsonl")) == 1
     again = run("convergence", "--out", str(out), "--resume", "--format", "json")
     assert again.returncode == 0, again.stderr
-    names = [r["run"] for r in json.loads(again.stdout)]
+    names = [r["run"] for r in json.loads(again.stdout)["runs"]]
     assert names == ["crnn-rmsprop-lr0.001-s0", "crnn-rmsprop-lr0.001-s1"]
     assert sorted(r["run"] for r in map(json.loads, lines(out / "rows.jsonl"))) == names
     for name in names:

@@ -65,7 +65,7 @@ def test_an_explicit_folder_and_a_rewrite_replace_the_events(tmp_path):
     """--tensorboard DIR writes there; resuming the finished folder rewrites, never duplicates."""
     out, board = tmp_path / "run", tmp_path / "board"
     assert _run(tmp_path, "--out", str(out), "--tensorboard", str(board)).exit_code == 0
-    res = CliRunner().invoke(cli, ["convergence", "--resume", str(out), "--tensorboard", str(board)])
+    res = CliRunner().invoke(cli, ["convergence", "--out", str(out), "--resume", "--tensorboard", str(board)])
     assert res.exit_code == 0, res.output
     (run,) = board.iterdir()
     assert len(list(run.glob("events.out.tfevents.*"))) == 1

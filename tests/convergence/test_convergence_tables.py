@@ -41,7 +41,7 @@ def test_never_reached_steps_are_empty_in_tables_and_csv_and_null_in_json(tmp_pa
     assert best["steps_to_cer10_median"] == ""
 
     for rows in (json.loads((out / "summary.json").read_text()),
-                 json.loads(CliRunner().invoke(cli, ["convergence", "--resume", str(out),
-                                                     "--format", "json"]).stdout)):
+                 json.loads(CliRunner().invoke(cli, ["convergence", "--out", str(out), "--resume",
+                                                     "--format", "json"]).stdout)["runs"]):
         assert [rows[0][c] for c in NEVER] == [None, None]
         assert rows[0]["final_test_loss"] == "nan"

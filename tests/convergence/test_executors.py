@@ -45,9 +45,9 @@ def test_dask_cluster_gives_the_local_pools_curves(tmp_path, cluster):
     """The same grid through --scheduler (a real Dask cluster) and the local process pool:
     identical curve rows, step for step, and a complete run folder."""
     base, grid = build({**TINY, "seed": (0, 1)})
-    local_dir, local = run_grid(base, grid, out=tmp_path / "local", jobs=2,
-                                cache_dir=tmp_path / "cache", show_progress=False,
-                                executor=LocalPool(2))
+    result = run_grid(base, grid, out=tmp_path / "local", jobs=2, cache_dir=tmp_path / "cache",
+                      show_progress=False, executor=LocalPool(2))
+    local_dir, local = result.run_dir, result.rows
     out = tmp_path / "dask"
     res = CliRunner().invoke(cli, ["convergence", *TINY_ARGS, "--seed", "0,1", "--out", str(out),
                                    "--cache-dir", str(tmp_path / "cache"),
@@ -97,7 +97,7 @@ def test_killed_worker_resumes_its_run_from_the_checkpoint(tmp_path, cluster):
     attempts = RowLog(run / "attempts.jsonl").rows()
     assert len(attempts) == 2 and attempts[0]["resumed_from"] is None
     assert 15 <= attempts[1]["resumed_from"] <= killed_at  # from a checkpoint, not step 0
-    assert done["result"][1]["steps"].tolist() == [300]
+    assert done["result"].rows["steps"].tolist() == [300]
 
 
 @pytest.mark.parametrize("kind,scheduler,message", [
