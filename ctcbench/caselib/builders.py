@@ -92,7 +92,10 @@ def _batch_draw(build: dict, shape: tuple[int, int, int]) -> np.ndarray:
     T, N, C = shape
     x = uniform_real(int(build.get("seed", 0)), T * N * C, low=float(build.get("low", 0.0)),
                      high=float(build.get("high", 1.0)), real=str(build.get("real", "double")))
-    return x.astype(np.float32).astype(np.float64).reshape(T, N, C)  # stored as float, as in C++
+    x = x.astype(np.float32).astype(np.float64).reshape(T, N, C)  # stored as float, as in C++
+    for c, value in build.get("set_class", ()):  # e.g. warp-ctc's inf_test: class 2 = -1e30
+        x[:, :, int(c)] = float(value)
+    return x
 
 
 def _arrays(build: dict, case: str) -> Raw:

@@ -80,7 +80,7 @@ def check_expect(expect: dict, where: str, *, fmt: int = 1) -> None:
             "a non-empty list of [t, n, c] index triples", repr(coords))
         for key in ("step", "atol", "rtol"):
             _expect(_number(fd.get(key, 1.0)) and fd.get(key, 1.0) >= 0 and
-                    (key != "step" or fd[key] > 0), f"{where}.finite_difference.{key}",
+                    (key != "step" or fd.get(key, 1.0) > 0), f"{where}.finite_difference.{key}",
                     "a non-negative number (step: positive)", repr(fd.get(key)))
         for key in ("count", "seed"):
             _expect(_is_int(fd.get(key, 1)) and fd.get(key, 1) >= (key == "count"),

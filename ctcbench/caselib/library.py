@@ -178,8 +178,11 @@ def _read(path, text: str) -> list[dict]:
 
 
 def _case_files(folder) -> list:
-    return sorted((p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))),
-                  key=lambda p: p.name)
+    """Case files in ``folder`` and its sub-folders (e.g. ``cases/peers/``), by name."""
+    files = [p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))]
+    for sub in sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: p.name):
+        files += [p for p in _case_files(sub)]
+    return sorted(files, key=lambda p: p.name)
 
 
 def load_cases(dirs=None) -> list[Case]:
