@@ -105,6 +105,25 @@ class TorchBackend:
                              compute_dtype=problem.dtype, notes=notes)
 
 
+    def run_reduced(self, problem: CTCProblem, *, reduction: str = "mean",
+                    zero_infinity: bool = False) -> BackendResult:
+        """``F.ctc_loss`` with its own ``reduction`` and ``zero_infinity``: ``loss`` a scalar
+        (``(N,)`` for ``"none"``) and ``grad_logits (T, N, C)`` the gradient of that loss (of
+        its sum for ``"none"``) w.r.t. the logits, through torch's own log_softmax."""
+        self._check(problem)
+        torch = self.torch
+        logits = torch.from_numpy(problem.logits).to(self.device, getattr(torch, problem.dtype))
+        logits.requires_grad_()  # (T, N, C)
+        loss = torch.nn.functional.ctc_loss(logits.log_softmax(-1), *self._inputs(problem),
+                                            blank=problem.blank, reduction=reduction,
+                                            zero_infinity=zero_infinity)
+        loss.sum().backward()
+        valid = torch.from_numpy(problem.frame_mask).to(self.device)[..., None]  # (T, N, 1)
+        grad = torch.where(valid, logits.grad, torch.zeros_like(logits.grad))  # padded frames: none
+        return BackendResult(np.atleast_1d(loss.detach().double().cpu().numpy()),
+                             grad.double().cpu().numpy(), compute_dtype=problem.dtype)
+
+
 class TorchCudaBackend(TorchBackend):
     """torch's native CUDA kernel (cuDNN disabled so the native kernel is what runs)."""
 

@@ -114,6 +114,9 @@ class Backend(Protocol):
 
     def run(self, problem, *, grad_weights=None) -> Any: ...
 
+    # Optional, not a protocol member: ``run_reduced(problem, *, reduction, zero_infinity)``,
+    # the backend's own reduction (see BackendTraits.runs_reduced).
+
 
 def run_takes(backend, keyword: str) -> bool:
     """Whether ``backend.run`` accepts ``keyword`` (by name, or through ``**kwargs``)."""
@@ -216,12 +219,18 @@ class BackendTraits:
     prepare: Callable[[], None] | None = None
     # run() accepts grad_weights (see Backend); read off its signature, never declared
     takes_grad_weights: bool = False
+    # the backend has its own reduction, ``run_reduced(problem, *, reduction, zero_infinity)``
+    # returning ``.loss`` (a scalar, or (N,) for "none") and ``.grad_logits`` (T, N, C), the
+    # gradient of that loss (of its sum for "none"); compare checks it against
+    # ctcbench.reduce_loss. Read off the backend (a method of that name), never declared
+    runs_reduced: bool = False
 
     @classmethod
     def of(cls, backend) -> "BackendTraits":
         """The traits ``backend`` declares, defaults for the rest; a declared value of the
         wrong kind is a ValueError "CLASS.ATTR: expected X, got Y"."""
-        values = {"takes_grad_weights": run_takes(backend, "grad_weights")}
+        values = {"takes_grad_weights": run_takes(backend, "grad_weights"),
+                  "runs_reduced": callable(getattr(backend, "run_reduced", None))}
         for f in fields(cls):
             if f.name not in _CHECKS or not hasattr(backend, f.name):
                 continue

@@ -26,8 +26,10 @@ class Raw:
     targets: np.ndarray  # (N, L) padded, or (sum L_n,) concatenated
     input_lengths: np.ndarray  # (N,)
     target_lengths: np.ndarray  # (N,)
-    blank: int
+    blank: int  # in [0, C)
     names: list[str]  # one per sample
+    blank_given: int | None = None  # as the case wrote it (e.g. -1), handed to the API
+    unbatched: bool = False  # hand the API (T, C) logits, (L,) targets, scalar lengths
 
 
 def _where(case_name: str, key: str) -> str:
@@ -77,7 +79,41 @@ GENERATORS: dict[str, Callable] = {
     "peaked": _peaked,
     "random": _random,
     "uniform": _uniform,
+    "mt19937_uniform": _uniform,  # per-sample zeros; the whole batch is drawn by _batch_draw
+    "arrays": None,  # the whole problem as arrays in the build table, see _arrays
 }
+
+
+def _batch_draw(build: dict, shape: tuple[int, int, int]) -> np.ndarray:
+    """``mt19937_uniform``: the ``(T, N, C)`` tensor filled in memory order from one
+    ``std::mt19937(seed)`` through ``std::uniform_real_distribution<real>(low, high)``
+    (warp-ctc's ``genActs``); ``real`` is ``"double"`` (``<>``, the default) or ``"float"``."""
+    from ctcbench.caselib.stdrandom import uniform_real
+    T, N, C = shape
+    x = uniform_real(int(build.get("seed", 0)), T * N * C, low=float(build.get("low", 0.0)),
+                     high=float(build.get("high", 1.0)), real=str(build.get("real", "double")))
+    x = x.astype(np.float32).astype(np.float64).reshape(T, N, C)  # stored as float, as in C++
+    for c, value in build.get("set_class", ()):  # e.g. warp-ctc's inf_test: class 2 = -1e30
+        x[:, :, int(c)] = float(value)
+    return x
+
+
+def _arrays(build: dict, case: str) -> Raw:
+    """``arrays``: ``logits`` as a nested list (any rank, or ``shape`` + ``fill``), ``targets``,
+    ``input_lengths``, ``target_lengths``, ``blank`` given whole, unchecked, so a case can
+    hand the API exactly the malformed input it must refuse."""
+    if "logits" in build:
+        logits = np.asarray(build["logits"], dtype=np.float64)
+    else:
+        logits = np.full(tuple(_req(build, "shape", case)), float(build.get("fill", 0.0)))
+    arr = {k: np.asarray(_req(build, k, case), dtype=np.int64)
+           for k in ("targets", "input_lengths", "target_lengths")}
+    n = logits.shape[1] if logits.ndim == 3 else 1
+    blank = int(build.get("blank", 0))
+    C = logits.shape[-1] if logits.ndim else 1
+    return Raw(logits, arr["targets"], arr["input_lengths"], arr["target_lengths"],
+               blank % C if C else blank, [f"sample{i}" for i in range(n)], blank_given=blank,
+               unbatched=bool(build.get("unbatched", False)))
 
 
 def _target(sample: dict, C: int, blank: int, rng, case: str) -> list[int]:
@@ -98,6 +134,8 @@ def _target(sample: dict, C: int, blank: int, rng, case: str) -> list[int]:
 
 def build_raw(build: dict, *, case: str = "?") -> Raw:
     """The base problem of a case, in float64, from its ``[case.build]`` table."""
+    if build["generator"] == "arrays":
+        return _arrays(build, case)
     gen = GENERATORS[build["generator"]]
     samples = build.get("sample")
     if not isinstance(samples, list) or not samples:
@@ -111,7 +149,7 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
         C = len(first[0]) if first else None
     if not isinstance(C, int) or C < 1:
         raise ValueError(f"{_where(case, 'C')}: expected a positive int, got {C!r}")
-    blank = blank % C  # -1 means the last class, as in TensorFlow
+    blank_given, blank = blank, blank % C  # -1 means the last class, as in TensorFlow
     targets, frames, names = [], [], []
     for n, sample in enumerate(samples):
         target = _target(sample, C, blank, rng, case)
@@ -135,12 +173,20 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
     logits = np.full((T, len(frames), C), pad)  # (T, N, C)
     for n, f in enumerate(frames):
         logits[: len(f), n] = f
+    if build["generator"] == "mt19937_uniform":
+        logits = _batch_draw(build, logits.shape)
     L = max((len(t) for t in targets), default=0)
     padded = np.full((len(targets), max(L, 1)), blank, dtype=np.int64)  # (N, L)
     for n, t in enumerate(targets):
         padded[n, : len(t)] = t
-    return Raw(logits, padded, lengths, np.array([len(t) for t in targets], dtype=np.int64),
-               blank, names)
+    target_lengths = np.array([len(t) for t in targets], dtype=np.int64)
+    # overrides, e.g. lengths the API must refuse
+    lengths = np.asarray(build.get("input_lengths", lengths), dtype=np.int64)
+    target_lengths = np.asarray(build.get("target_lengths", target_lengths), dtype=np.int64)
+    unbatched = bool(build.get("unbatched", False))
+    if unbatched and len(frames) != 1:
+        raise ValueError(f"{_where(case, 'unbatched')}: expected one sample, got {len(frames)}")
+    return Raw(logits, padded, lengths, target_lengths, blank, names, blank_given, unbatched)
 
 
 def to_problem(raw: Raw, dtype: str) -> CTCProblem:
@@ -150,7 +196,12 @@ def to_problem(raw: Raw, dtype: str) -> CTCProblem:
         logits = torch.from_numpy(raw.logits).to(torch.bfloat16)
     else:
         logits = raw.logits.astype(dtype)
-    return CTCProblem(logits, raw.targets, raw.input_lengths, raw.target_lengths, blank=raw.blank)
+    targets, input_lengths, target_lengths = raw.targets, raw.input_lengths, raw.target_lengths
+    if raw.unbatched and logits.ndim == 3:  # one sample in torch's unbatched form
+        logits, targets = logits[:, 0], targets.reshape(-1)  # (T, C), (L,)
+        input_lengths, target_lengths = input_lengths.reshape(-1)[0], target_lengths.reshape(-1)[0]
+    blank = raw.blank if raw.blank_given is None else raw.blank_given
+    return CTCProblem(logits, targets, input_lengths, target_lengths, blank=blank)
 
 
 # -- transforms: (raw, params) -> (raw', map from the base gradient to this variant's, run kwargs)
@@ -172,7 +223,8 @@ def _move_blank(raw: Raw, p: dict) -> Variant:
     new_index = np.argsort(order)  # old class c -> new index
     targets = new_index[raw.targets]
     return Variant(f"blank={new_blank}", replace(raw, logits=raw.logits[..., order],
-                                                    targets=targets, blank=new_blank),
+                                                    targets=targets, blank=new_blank,
+                                                    blank_given=None),
                    lambda g: g[..., order])
 
 

@@ -7,7 +7,10 @@ test* (so rounding of the inputs is not counted as a backend's error), in float6
   single_path   T_n == L_n + repeats: one alignment, loss -sum log p, gradient softmax - onehot;
   empty_target  loss -sum log p(blank), gradient softmax - onehot(blank);
   uniform       constant logits per frame: loss T log C - log binom(T + L - r, 2L), no gradient;
-  reference     the ``numpy`` backend (for users' cases without an oracle; says so in the row).
+  reference     the ``numpy`` backend (for users' cases without an oracle; says so in the row);
+  finite_difference  the loss of the ``numpy`` backend; the gradient is checked against
+                central differences of each backend's own loss (``ctcbench.compare.extra``).
+With ``samples = [...]`` a published case may give values for those samples only.
 A target that does not fit (T_n < L_n + repeats) has loss inf and zero gradient under every
 oracle but ``published``.
 """
@@ -71,22 +74,31 @@ ORACLES = {
     "empty_target": _empty_target,
     "uniform": _uniform,
     "reference": None,  # the numpy backend
+    "finite_difference": None,  # loss: the numpy backend; gradient: per backend, by differences
 }
 
 
 def _published(problem: CTCProblem, expect: dict, case: str) -> Answer:
     T, N, C, _ = problem.shape
     loss = np.asarray(expect.get("loss", ()), dtype=np.float64)
+    chosen = list(range(N))
+    if "samples" in expect and loss.shape == (len(expect["samples"]),):
+        chosen = list(expect["samples"])  # values for the checked samples only
+        if max(chosen) >= N:
+            raise ValueError(f"case {case!r} expect.samples: expected indices < N = {N}, "
+                             f"got {chosen}")
+        loss = np.full(N, np.nan)
+        loss[chosen] = expect["loss"]  # NaN: not published, not checked
     if loss.shape != (N,):
         raise ValueError(f"case {case!r} expect.loss: expected {N} published values "
-                         f"(one per sample), got shape {loss.shape}")
+                         f"(one per sample, or one per expect.samples), got shape {loss.shape}")
     grad = None
     if "grad" in expect:
         grad = np.zeros((T, N, C))
-        if len(expect["grad"]) != N:
+        if len(expect["grad"]) != len(chosen):
             raise ValueError(f"case {case!r} expect.grad: expected one (T_n, C) table per "
-                             f"sample ({N}), got {len(expect['grad'])}")
-        for n, g in enumerate(expect["grad"]):
+                             f"sample ({len(chosen)}), got {len(expect['grad'])}")
+        for n, g in zip(chosen, expect["grad"]):
             g = np.asarray(g, dtype=np.float64)
             want = (int(problem.input_lengths[n]), C)
             if g.shape != want:
@@ -101,10 +113,10 @@ def known_answer(problem: CTCProblem, expect: dict, *, case: str = "?") -> Answe
     name = expect["oracle"]
     if name == "published":
         return _published(problem, expect, case)
-    if name == "reference":
+    if name in ("reference", "finite_difference"):
         from ctcbench.registry import get_backend
         result = get_backend("numpy").run(problem)
-        return Answer(result.loss, result.grad_logits, "reference")
+        return Answer(result.loss, result.grad_logits if name == "reference" else None, name)
     T, N, C, _ = problem.shape
     loss, grad = np.zeros(N), np.zeros((T, N, C))
     has_grad = True

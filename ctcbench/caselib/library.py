@@ -33,23 +33,31 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from ctcbench.caselib.expect_spec import check_expect
 from ctcbench.core.problem import FLOAT_DTYPES
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 _FIELDS = {"name", "description", "provenance", "dtypes", "build", "expect", "variant",
-           "ordering", "tolerance"}
+           "ordering", "tolerance", "format"}
+FORMATS = (1, 2)  # format 2 adds the [case.expect] keys of caselib.expect_spec; 1 files still load
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Pass when ``|got - want| <= atol + rtol * |want|`` (loss) and ``<= grad_atol`` (grad)."""
+    """Pass when ``|got - want| <= atol + rtol * |want|``, for the loss and for each gradient
+    entry (``grad_rtol`` is 0 unless a case sets it)."""
 
     loss_rtol: float
     loss_atol: float
     grad_atol: float
+    grad_rtol: float = 0.0
 
     def loss_ok(self, err: float, want: float) -> bool:
         return err <= self.loss_atol + self.loss_rtol * abs(want)
+
+    def grad_allowed(self, want):
+        """Allowed ``|got - want|`` per gradient entry (array like ``want``)."""
+        return self.grad_atol + self.grad_rtol * abs(want)
 
 
 # Round-off of a log-space forward-backward computed in each dtype, on problems of a few
@@ -115,9 +123,14 @@ def parse_case(raw: dict, *, family: str, source: str) -> Case:
     gen = raw["build"].get("generator")
     _expect(isinstance(gen, str) and gen in GENERATORS, f"{where} build.generator",
             f"one of {', '.join(GENERATORS)}", repr(gen))
+    fmt = raw.get("format", 1)
+    _expect(fmt in FORMATS and not isinstance(fmt, bool), f"{where} format",
+            f"one of {', '.join(map(str, FORMATS))}", repr(fmt))
+    check_expect(raw["expect"], f"{where} expect", fmt=fmt)
     oracle = raw["expect"].get("oracle")
-    _expect(isinstance(oracle, str) and oracle in ORACLES, f"{where} expect.oracle",
-            f"one of {', '.join(ORACLES)}", repr(oracle))
+    if "error" not in raw["expect"]:  # a case that must raise has no answer to compute
+        _expect(isinstance(oracle, str) and oracle in ORACLES, f"{where} expect.oracle",
+                f"one of {', '.join(ORACLES)}", repr(oracle))
     variants = tuple(raw.get("variant", ()))
     for v in variants:
         _expect(isinstance(v, dict) and isinstance(v.get("transform"), str)
@@ -125,8 +138,9 @@ def parse_case(raw: dict, *, family: str, source: str) -> Case:
                 f"{where} variant.transform", f"one of {', '.join(TRANSFORMS)}",
                 repr(v.get("transform") if isinstance(v, dict) else v))
     ordering = tuple(raw.get("ordering", ()))
-    samples = raw["build"].get("sample")
-    _expect(isinstance(samples, list) and samples and all(isinstance(s, dict) for s in samples),
+    samples = raw["build"].get("sample", [] if gen == "arrays" else None)
+    _expect(isinstance(samples, list) and (samples or gen == "arrays")
+            and all(isinstance(s, dict) for s in samples),
             f"{where} build.sample", "a non-empty list of sample tables", repr(samples))
     names = [s.get("name", f"sample{n}") for n, s in enumerate(samples)]
     _expect(all(o in names for o in ordering) and len(ordering) != 1, f"{where} ordering",
@@ -164,8 +178,11 @@ def _read(path, text: str) -> list[dict]:
 
 
 def _case_files(folder) -> list:
-    return sorted((p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))),
-                  key=lambda p: p.name)
+    """Case files in ``folder`` and its sub-folders (e.g. ``cases/peers/``), by name."""
+    files = [p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))]
+    for sub in sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: p.name):
+        files += [p for p in _case_files(sub)]
+    return sorted(files, key=lambda p: p.name)
 
 
 def load_cases(dirs=None) -> list[Case]:
@@ -210,7 +227,8 @@ def select_cases(cases: list[Case], patterns=None) -> list[Case]:
 
 def describe(cases: list[Case]) -> list[dict]:
     """One JSON-ready summary per case (what ``ctcbench cases`` prints)."""
-    return [{"name": c.name, "family": c.family, "oracle": c.expect["oracle"],
+    return [{"name": c.name, "family": c.family,
+             "oracle": c.expect.get("oracle", "error" if "error" in c.expect else None),
              "dtypes": list(c.dtypes), "variants": [v["transform"] for v in c.variants],
              "ordering": list(c.ordering), "description": c.description,
              "provenance": c.provenance, "source": c.source} for c in cases]

@@ -26,6 +26,7 @@ import numpy as np
 from ctcbench.caselib.builders import Variant, to_problem, variants
 from ctcbench.caselib.library import Case
 from ctcbench.caselib.expected import Answer, known_answer
+from ctcbench.compare import extra
 from ctcbench.protocol import run_takes
 from ctcbench.registry import BackendFailure, UnsupportedProblem
 
@@ -60,6 +61,8 @@ class Prepared:
 def prepare(case: Case, dtype: str) -> Prepared:
     """Build every variant of ``case`` in ``dtype`` and its known answer."""
     vs = variants(case.build, case.variants, case=case.name)
+    if "error" in case.expect:  # the API must refuse it: nothing to run (extra.check_error)
+        return Prepared(case, dtype, vs, [], [])
     problems = [to_problem(v.raw, dtype) for v in vs]
     base = known_answer(problems[0], case.expect, case=case.name)
     answers = [Answer(base.loss, None if base.grad is None else v.grad_map(base.grad), base.source)
@@ -107,7 +110,7 @@ class _Checks:
         self.margin = 0.0  # worst error / allowed error over every check; > 1 fails
         self.failures: list[str] = []
 
-    def _fail(self, what: str) -> None:
+    def fail(self, what: str) -> None:
         if what not in self.failures:
             self.failures.append(what)
 
@@ -123,7 +126,7 @@ class _Checks:
         bad = [n for n in range(len(want)) if not self.tol.loss_ok(err[n], want[n])]
         if bad:
             n = bad[0]
-            self._fail(f"loss vs {against} [{label}] sample {n}: got {got[n]:.7g}, "
+            self.fail(f"loss vs {against} [{label}] sample {n}: got {got[n]:.7g}, "
                        f"want {want[n]:.7g}")
         return _max(err), _max(rel)
 
@@ -131,13 +134,15 @@ class _Checks:
         with np.errstate(invalid="ignore"):
             diff = np.abs(got - want)  # (T, N, C)
         err = _max(diff)
+        allowed = self.tol.grad_allowed(np.where(np.isfinite(want), want, 0.0))  # (T, N, C)
         with np.errstate(invalid="ignore", divide="ignore"):
-            self.margin = _worst(self.margin, 0.0 if err == 0 else err / self.tol.grad_atol)
-        if not err <= self.tol.grad_atol:  # NaN fails too
-            t, n, c = np.unravel_index(np.nanargmax(np.where(np.isnan(diff), np.inf, diff)),
-                                       diff.shape)
-            self._fail(f"grad vs {against} [{label}] max err {err:.2g} > {self.tol.grad_atol:g} "
-                       f"at t={t} n={n} c={c}")
+            over = np.where(diff == 0, 0.0, diff / allowed)  # (T, N, C) error / allowed
+        self.margin = _worst(self.margin, _max(over))
+        if not _max(over) <= 1:  # NaN fails too
+            t, n, c = np.unravel_index(np.nanargmax(np.where(np.isnan(over), np.inf, over)),
+                                       over.shape)
+            self.fail(f"grad vs {against} [{label}] err {diff[t, n, c]:.2g} > "
+                      f"{allowed[t, n, c]:.2g} at t={t} n={n} c={c} (max err {err:.2g})")
         return err
 
 
@@ -188,31 +193,42 @@ def _check(backend, prep: Prepared, ref) -> dict:
         return {**row, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
 
     checks = _Checks(tol)
+    sel = extra.sample_mask(case.expect, len(results[0].loss))  # (N,) the checked samples
     for i, (v, res, ans) in enumerate(zip(prep.variants, results, prep.answers)):
-        err, rel = checks.loss(res.loss, ans.loss, v.label, ans.source)
+        err, rel = checks.loss(res.loss[sel], ans.loss[sel], v.label, ans.source)
         checks.abs_err, checks.rel_err = _worst(checks.abs_err, err), _worst(checks.rel_err, rel)
         if ans.grad is not None:
-            checks.grad_err = _worst(checks.grad_err, checks.grad(res.grad_logits, ans.grad,
-                                                                  v.label, ans.source))
+            checks.grad_err = _worst(checks.grad_err, checks.grad(
+                res.grad_logits[:, sel], ans.grad[:, sel], v.label, ans.source))
         if refs is not None:
-            checks.ref_loss_err = _worst(checks.ref_loss_err,
-                                         checks.loss(res.loss, refs[i].loss, v.label, REFERENCE)[0])
-            rg = checks.grad(res.grad_logits, refs[i].grad_logits, v.label, REFERENCE)
+            checks.ref_loss_err = _worst(checks.ref_loss_err, checks.loss(
+                res.loss[sel], refs[i].loss[sel], v.label, REFERENCE)[0])
+            rg = checks.grad(res.grad_logits[:, sel], refs[i].grad_logits[:, sel], v.label,
+                             REFERENCE)
             checks.ref_grad_err = _worst(checks.ref_grad_err, rg)
-    base, want = results[0].loss, prep.answers[0].loss
+    try:
+        extra.check_invariants(checks, prep, results)
+        extra.check_deterministic(checks, backend, prep, results[0], prep.variants[0].run_kwargs)
+        extra.check_reduction(checks, backend, prep, results[0], refs[0] if refs else None)
+        extra.check_finite_difference(checks, backend, prep, results[0])
+    except BackendFailure as exc:
+        return {**row, "status": exc.status, "reason": str(exc)}
+    except Exception as exc:
+        checks.fail(f"format-2 check raised {type(exc).__name__}: {exc}")
+    base, want = results[0].loss[sel], prep.answers[0].loss[sel]
     # finite: no NaN anywhere, and a finite loss wherever the known answer is finite
-    finite = all(not np.isnan(r.loss).any() and np.isfinite(r.grad_logits).all()
-                 and np.isfinite(r.loss[np.isfinite(a.loss)]).all()
+    finite = all(not np.isnan(r.loss[sel]).any() and np.isfinite(r.grad_logits[:, sel]).all()
+                 and np.isfinite(r.loss[sel][np.isfinite(a.loss[sel])]).all()
                  for r, a in zip(results, prep.answers))
     if case.ordering:
         names = prep.variants[0].raw.names
         order = [names.index(s) for s in case.ordering]
-        got = [base[i] for i in order]
+        got = [results[0].loss[i] for i in order]
         if not all(a < b for a, b in zip(got, got[1:])):
-            checks._fail("ordering " + " < ".join(case.ordering) + " violated: "
+            checks.fail("ordering " + " < ".join(case.ordering) + " violated: "
                          + ", ".join(f"{s}={x:.4g}" for s, x in zip(case.ordering, got)))
     if refs is None:
-        checks._fail(f"reference {REFERENCE} failed: {prep.reference_error}")
+        checks.fail(f"reference {REFERENCE} failed: {prep.reference_error}")
     return {**row,
             "status": "mismatch" if checks.failures else "ok",
             "loss": float(base.sum()), "expected_loss": float(want.sum()),

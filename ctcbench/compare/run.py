@@ -13,6 +13,7 @@ import numpy as np
 
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.compare.checks import KEY, NUMBERS, REFERENCE, RERUN, check, prepare
+from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.progress import Progress
@@ -132,6 +133,13 @@ def _run(run, names, cases, dtypes, jobs, preps, bar):
     bar.stage("compare", total=len(jobs) * len(ready), unit="runs")
     for case, dtype in jobs:
         prep = preps[case.name, dtype]
+        if "error" in case.expect:  # one row: the API itself must refuse the input
+            if (API, case.name, dtype, "-") not in done:
+                row = check_error(case, dtype, prep.variants[0].raw)
+                run.log.append(row)
+                rows.append(row)
+            bar.update(len(ready))
+            continue
         for backend in ready:
             device = backend.traits.device
             if (backend.name, case.name, dtype, device) not in done:

@@ -39,15 +39,32 @@ def _int_vector(x, name: str, n: int | None) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def _one_sample(targets, input_lengths, target_lengths):
+    """Unbatched inputs as a batch of one: ``targets (L,) -> (1, L)``, scalar lengths -> ``(1,)``."""
+    targets, _ = to_numpy(targets, "targets")
+    _expect(targets.ndim == 1, "targets", "a 1-D array (L,) with unbatched (T, C) logits",
+            f"shape {targets.shape}")
+    lengths = []
+    for value, name in ((input_lengths, "input_lengths"), (target_lengths, "target_lengths")):
+        arr, _ = to_numpy(value, name)
+        _expect(arr.size == 1 and arr.ndim <= 1, name, "a scalar with unbatched (T, C) logits",
+                f"shape {arr.shape}")
+        lengths.append(arr.reshape(1))
+    return targets[None, :], lengths[0], lengths[1]  # (1, L), (1,), (1,)
+
+
 class CTCProblem:
     """One batch of CTC inputs, validated once, in the canonical layout.
 
     Args:
-      logits: ``(T, N, C)`` float16/bfloat16/float32/float64, NumPy array or torch tensor.
+      logits: ``(T, N, C)`` float16/bfloat16/float32/float64, NumPy array or torch tensor;
+        or unbatched ``(T, C)``, one sample (N = 1), with 1-D ``targets (L,)`` and scalar
+        lengths, as torch's ``ctc_loss`` takes it.
       targets: padded ``(N, L)`` integers, or concatenated 1-D of length ``sum(target_lengths)``.
       input_lengths: ``(N,)`` valid frames per sample, ``<= T``.
       target_lengths: ``(N,)`` labels per sample, ``<= L``.
-      blank: index of the blank class in ``[0, C)``.
+      blank: index of the blank class in ``[-C, C)``; a negative one counts from the end
+        (``-1`` is the last class, TensorFlow's convention) and is stored as ``blank % C``.
 
     The targets are stored padded int64 whatever form they came in; ``target_layout``
     (``"padded"`` or ``"concatenated"``) and ``index_dtype`` (``"int32"`` or ``"int64"``)
@@ -58,18 +75,27 @@ class CTCProblem:
       dtype: name of the dtype the caller asked for, e.g. ``"float32"`` or ``"bfloat16"``.
       targets: ``(N, L)`` int64; entries past ``target_lengths`` are set to ``blank``.
       input_lengths, target_lengths: ``(N,)`` int64.
+      unbatched: whether the caller gave one ``(T, C)`` sample (held as ``(T, 1, C)``).
     """
 
     def __init__(self, logits, targets, input_lengths, target_lengths, *, blank: int = 0):
         logits, dtype = to_numpy(logits, "logits")
-        _expect(logits.ndim == 3, "logits", "a 3-D array (T, N, C)", f"shape {logits.shape}")
+        unbatched = logits.ndim == 2
+        if unbatched:  # (T, C): one sample, torch's unbatched form
+            logits = logits[:, None, :]  # (T, 1, C)
+            targets, input_lengths, target_lengths = _one_sample(targets, input_lengths,
+                                                                 target_lengths)
+        _expect(logits.ndim == 3, "logits", "a 3-D array (T, N, C) or an unbatched 2-D (T, C)",
+                f"shape {logits.shape}")
         _expect(dtype in FLOAT_DTYPES, "logits", f"a float dtype ({', '.join(FLOAT_DTYPES)})", dtype)
         T, N, C = logits.shape
         _expect(N > 0, "logits", "a non-empty batch (N > 0)", f"shape {logits.shape}")
         _expect(C > 0, "logits", "at least one class (C > 0)", f"shape {logits.shape}")
         _expect(isinstance(blank, (int, np.integer)) and not isinstance(blank, bool),
                 "blank", "an int", repr(blank))
-        _expect(0 <= blank < C, "blank", f"an index in [0, {C})", blank)
+        _expect(-C <= blank < C, "blank", f"an index in [-{C}, {C}) (negative counts from the end)",
+                blank)
+        blank = int(blank) % C
 
         input_lengths = _int_vector(input_lengths, "input_lengths", N)
         target_lengths = _int_vector(target_lengths, "target_lengths", N)
@@ -106,6 +132,7 @@ class CTCProblem:
         self.blank = int(blank)
         self.target_layout = target_layout
         self.index_dtype = index_dtype
+        self.unbatched = unbatched
 
     @staticmethod
     def _target_form(targets) -> tuple[str, str]:
@@ -177,6 +204,7 @@ class CTCProblem:
         problem = CTCProblem(logits, self.targets, self.input_lengths, self.target_lengths,
                              blank=self.blank)
         problem.target_layout, problem.index_dtype = self.target_layout, self.index_dtype
+        problem.unbatched = self.unbatched
         return problem
 
     def __repr__(self) -> str:

@@ -170,7 +170,7 @@ def test_case_library_float64_within_1e_10_of_reference(numba_backend):
     reference = get_backend("numpy")
     checked = 0
     for case in load_cases():
-        if "float64" not in case.dtypes:
+        if "float64" not in case.dtypes or "error" in case.expect:  # the API refuses those
             continue
         for variant in variants(case.build, case.variants, case=case.name):
             problem = to_problem(variant.raw, "float64")
