@@ -341,5 +341,42 @@ def predict(checkpoint, images, beam, fmt):
         click.echo(f"{r['image']}\t{r['text']}")
 
 
+@cli.command()
+@click.option("--backend", "backend_name", required=True, metavar="NAME", help="Backend to fuzz.")
+@click.option("--against", default="numpy", show_default=True, metavar="NAME",
+              help="Backend taken as right (the float64 reference by default).")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="Seconds of search (shrinking a find comes on top).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the search; the same seed draws the same problems.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run folder [default: reports/fuzz-<UTC time>]; a rerun replays its failures first.")
+@format_option("table", "json")
+@library_errors
+def fuzz(backend_name, against, budget, seed, out, fmt):
+    """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
+    from ctcbench.fuzz.run import fuzz as run_fuzz
+    from ctcbench.runstore import to_json
+    result = run_fuzz(backend_name, against=against, budget=budget, seed=seed, out=out)
+    if fmt == "json":
+        click.echo(to_json(result.to_dict(), indent=2))
+    else:
+        click.echo(f"fuzz {backend_name} against {against}: {result.tried} problems in "
+                   f"{result.seconds:.0f} s")
+        f = result.finding
+        if f is None:
+            click.echo("nothing found")
+        else:
+            click.echo(f"FOUND: {f.what}")
+            click.echo(f"smallest problem: T={f.size['T']} N={f.size['N']} C={f.size['C']} "
+                       f"L={f.size['L']} input_lengths={f.size['input_lengths']} "
+                       f"blank={f.size['blank']} {f.dtype}")
+            click.echo(f"case file: {f.case_file}")
+            click.echo(f"reproduce: ctcbench compare --cases {f.case_file.parent} "
+                       f"--backend {backend_name}")
+    if result.finding is not None:
+        raise SystemExit(1)
+
+
 def main():
     cli()

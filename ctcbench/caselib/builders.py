@@ -51,7 +51,7 @@ def _table(sample, build, T_n, C, rng, case):
     else:
         raise ValueError(f"{_where(case, 'sample')}: expected 'probs' or 'logits' per sample, "
                          f"got keys {sorted(sample)}")
-    return x  # (T_n, C)
+    return x.reshape(0, C) if x.size == 0 else x  # (T_n, C); an empty table is zero frames
 
 
 def _peaked(sample, build, T_n, C, rng, case):

@@ -1,0 +1,62 @@
+"""Backends that are wrong on purpose, each in a way a real implementation has been: fuzz must
+find each one and shrink it to a small case that `compare` then fails."""
+from __future__ import annotations
+
+import numpy as np
+
+from ctcbench import CTCProblem
+from ctcbench.backends.numpy_ref import NumpyBackend
+
+
+class MergesRepeats:
+    """Target [1, 1, 2] scored as [1, 2] (a collapse of repeated labels before the loss)."""
+
+    def run(self, problem):
+        rows = [[k for i, k in enumerate(t[:n]) if i == 0 or k != t[i - 1]]
+                for t, n in zip(problem.targets.tolist(), problem.target_lengths)]
+        width = max([len(r) for r in rows] + [1])
+        targets = np.array([r + [problem.blank] * (width - len(r)) for r in rows])
+        merged = CTCProblem(problem.logits, targets, problem.input_lengths, [len(r) for r in rows],
+                            blank=problem.blank)
+        return NumpyBackend().run(merged)
+
+
+class IgnoresInputLengths:
+    """Every sample scored over all T frames, as if input_lengths were T."""
+
+    def run(self, problem):
+        T = problem.shape[0]
+        full = CTCProblem(np.where(problem.frame_mask[..., None], problem.logits, 0.0),
+                          problem.targets, np.full(problem.shape[1], T), problem.target_lengths,
+                          blank=problem.blank)
+        return NumpyBackend().run(full)
+
+
+class ProbabilitySpace:
+    """The forward recursion in plain probabilities, no rescaling: exact on short inputs, the loss
+    underflows to inf on long ones."""
+
+    def run(self, problem):
+        result = NumpyBackend().run(problem)
+        probs = np.exp(problem.log_probs())  # (T, N, C)
+        loss = result.loss.copy()
+        for n in range(problem.shape[1]):
+            target = problem.targets[n, : problem.target_lengths[n]]
+            ext = np.full(2 * len(target) + 1, problem.blank)  # (S,)
+            ext[1::2] = target
+            S, T_n = len(ext), int(problem.input_lengths[n])
+            if not np.isfinite(loss[n]) or T_n == 0:
+                continue
+            alpha = np.zeros(S)
+            alpha[:2] = probs[0, n, ext[:2]]
+            for t in range(1, T_n):
+                prev = alpha.copy()
+                alpha[1:] += prev[:-1]
+                skip = np.zeros(S, bool)
+                skip[2:] = (ext[2:] != problem.blank) & (ext[2:] != ext[:-2])
+                alpha[2:] += np.where(skip[2:], prev[:-2], 0.0)
+                alpha *= probs[t, n, ext]
+            with np.errstate(divide="ignore"):
+                loss[n] = -np.log(alpha[-1] + (alpha[-2] if S > 1 else 0.0))
+        result.loss = loss
+        return result
