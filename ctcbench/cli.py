@@ -349,32 +349,33 @@ def predict(checkpoint, images, beam, fmt):
               show_default=True, help="Seconds of search (shrinking a find comes on top).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the search; the same seed draws the same problems.")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run folder [default: reports/fuzz-<UTC time>]; a rerun replays its failures first.")
+@out_options("fuzz", resume_note=" (its stored failures are replayed first)")
 @format_option("table", "json")
 @library_errors
-def fuzz(backend_name, against, budget, seed, out, fmt):
+def fuzz(backend_name, against, budget, seed, out, resume, fmt):
     """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
     from ctcbench.fuzz.run import fuzz as run_fuzz
     from ctcbench.runstore import to_json
-    result = run_fuzz(backend_name, against=against, budget=budget, seed=seed, out=out)
+    result = run_fuzz(backend_name, against=against, budget=budget, seed=seed, out=out,
+                      resume=resume)
+    found = result.summary
     if fmt == "json":
-        click.echo(to_json(result.to_dict(), indent=2))
+        click.echo(to_json({**found, "run_dir": str(result.run_dir)}, indent=2))
     else:
-        click.echo(f"fuzz {backend_name} against {against}: {result.tried} problems in "
-                   f"{result.seconds:.0f} s")
-        f = result.finding
-        if f is None:
+        click.echo(f"fuzz {backend_name} against {against}: {found['tried']} problems in "
+                   f"{found['seconds']:.0f} s")
+        if not found["found"]:
             click.echo("nothing found")
         else:
-            click.echo(f"FOUND: {f.what}")
-            click.echo(f"smallest problem: T={f.size['T']} N={f.size['N']} C={f.size['C']} "
-                       f"L={f.size['L']} input_lengths={f.size['input_lengths']} "
-                       f"blank={f.size['blank']} {f.dtype}")
-            click.echo(f"case file: {f.case_file}")
-            click.echo(f"reproduce: ctcbench compare --cases {f.case_file.parent} "
+            size = found["size"]
+            click.echo(f"FOUND: {found['what']}")
+            click.echo(f"smallest problem: T={size['T']} N={size['N']} C={size['C']} "
+                       f"L={size['L']} input_lengths={size['input_lengths']} "
+                       f"blank={size['blank']} {found['dtype']}")
+            click.echo(f"case file: {found['case_file']}")
+            click.echo(f"reproduce: ctcbench compare --cases {Path(found['case_file']).parent} "
                        f"--backend {backend_name}")
-    if result.finding is not None:
+    if found["found"]:
         raise SystemExit(1)
 
 

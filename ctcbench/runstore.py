@@ -1,4 +1,4 @@
-"""Run folders: one store, one set of rules, for every driver (compare, bench, convergence).
+"""Run folders: one store, one set of rules, for every driver (compare, bench, convergence, fuzz).
 
 A run folder holds
   meta.json    {"kind", "row_format", "config", "environment"}: which command wrote the
@@ -31,7 +31,7 @@ from ctcbench.environment import environment
 from ctcbench.runlock import RunLock, describe_holder
 
 DEFAULT_REPORTS = Path("reports")
-ROW_FORMATS = {"compare": 1, "bench": 1, "convergence": 1}  # row format each kind writes now
+ROW_FORMATS = {"compare": 1, "bench": 1, "convergence": 1, "fuzz": 1}  # row format each kind writes now
 ROWS, META = "rows.jsonl", "meta.json"
 
 

@@ -58,8 +58,8 @@ def judge(backend, reference, build: dict, dtype: str) -> str | None:
         diff = np.abs(np.asarray(got.grad_logits, np.float64) - want.grad_logits)  # (T, N, C)
     if diff.size and not np.nanmax(np.where(np.isnan(diff), np.inf, diff)) <= tol.grad_atol:
         t, n, c = np.unravel_index(np.argmax(np.where(np.isnan(diff), np.inf, diff)), diff.shape)
-        return (f"gradient at t={t} n={n} c={c}: got {got.grad_logits[t, n, c]:.6g}, "
-                f"want {want.grad_logits[t, n, c]:.6g}")
+        return (f"gradient at t={t} n={n} c={c}: got {got.grad_logits[t, n, c]:.12g}, "
+                f"want {want.grad_logits[t, n, c]:.12g}")
     broken = broken_invariants(problem, got.loss, got.grad_logits,
                                tol=None if dtype == "float64" else tol.grad_atol)
     return f"invariant broken: {broken[0]}" if broken else None

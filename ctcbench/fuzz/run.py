@@ -10,11 +10,10 @@ failures first. The budget bounds the search; shrinking a found problem takes wh
 """
 from __future__ import annotations
 
-import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
@@ -23,85 +22,74 @@ from hypothesis.errors import Flaky
 from ctcbench.fuzz.casefile import write_case
 from ctcbench.fuzz.judge import judge, problem_of, tolerance
 from ctcbench.fuzz.problems import builds, size
+from ctcbench.progress import Progress
 from ctcbench.registry import get_backend
-from ctcbench.runstore import new_run_dir, write_meta
+from ctcbench.runstore import RunResult, check_resume, open_run
 
 FUZZ_DTYPES = ("float64", "float32")
 CHUNK = 25  # examples per hypothesis call; the budget is checked between calls
-PROGRESS_EVERY_S = 10.0
 
 
 class Disagreement(AssertionError):
     """The backend is wrong on a drawn problem."""
 
 
-@dataclass
-class Finding:
-    what: str  # one line: what is wrong
-    size: dict  # T, N, C, L, input_lengths, blank of the shrunk problem
-    dtype: str
-    case_file: Path
-
-
-@dataclass
-class FuzzResult:
-    run_dir: Path
-    backend: str
-    against: str
-    tried: int  # problems run, shrinking steps included
-    seconds: float
-    finding: Finding | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        d = {"run_dir": str(self.run_dir), "backend": self.backend, "against": self.against,
-             "tried": self.tried, "seconds": round(self.seconds, 1), "found": self.finding is not None}
-        if self.finding:
-            d.update(what=self.finding.what, size=self.finding.size, dtype=self.finding.dtype,
-                     case_file=str(self.finding.case_file))
-        return d
-
-
 def _dtypes(backend) -> tuple[str, ...]:
-    supported = getattr(backend.impl, "dtypes", None) or FUZZ_DTYPES
+    supported = backend.traits.dtypes or FUZZ_DTYPES
     return tuple(d for d in FUZZ_DTYPES if d in supported)
 
 
 def fuzz(backend_name: str, *, against: str = "numpy", budget: float = 60.0, seed: int = 0,
-         out=None, progress: bool = True) -> FuzzResult:
+         out=None, resume: bool = False, progress: bool = True) -> RunResult:
     """Search for a problem on which ``backend_name`` disagrees with ``against`` (or crashes, hangs
-    or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found."""
-    if not budget > 0:
+    or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found.
+
+    ``out``: run folder (default ``reports/fuzz-<UTC time>``); ``resume`` searches again in an
+    existing one, replaying the failures its hypothesis database holds first. Returns a
+    ``RunResult`` with one row per search made in the folder; ``summary`` holds this search:
+    ``tried``, ``seconds``, ``found`` and, when found, ``what``, ``size``, ``dtype``, ``case_file``.
+    """
+    if not (isinstance(budget, (int, float)) and budget > 0):
         raise ValueError(f"budget: expected a positive number of seconds, got {budget!r}")
     if not (isinstance(seed, int) and seed >= 0):
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
+    check_resume(out, resume)
     backend, reference = get_backend(backend_name), get_backend(against)
     dtypes = _dtypes(backend)
     if not dtypes:
         raise ValueError(f"backend: expected a backend computing in {' or '.join(FUZZ_DTYPES)}, "
-                         f"got {backend_name!r}, which takes only {getattr(backend.impl, 'dtypes')}")
-    run_dir = new_run_dir("fuzz", out)
-    write_meta(run_dir, {"kind": "fuzz", "backend": backend_name, "against": against,
-                         "budget_s": budget, "seed": seed, "dtypes": list(dtypes)})
-    state = {"tried": 0, "failing": None, "last_note": time.monotonic()}
+                         f"got {backend_name!r}, which takes only {', '.join(backend.traits.dtypes)}")
+    with open_run("fuzz", out, resume=resume) as run:
+        if not resume:
+            run.write_meta({"backend": backend_name, "against": against, "dtypes": list(dtypes)})
+        summary = _search(backend, reference, dtypes, budget=budget, seed=seed,
+                          run_dir=Path(run.run_dir), progress=progress)
+        run.log.append({**summary, "seed": seed, "budget_s": budget})
+        rows = pd.DataFrame(run.log.rows())
+    files = [Path(summary["case_file"])] if summary["found"] else []
+    return RunResult(run.run_dir, rows, summary, run.environment, resumed=len(rows) - 1,
+                     files=files)
+
+
+def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress) -> dict:
+    """One hypothesis search into ``run_dir``: what was tried and what was found."""
+    state = {"tried": 0, "failing": None}
     start = time.monotonic()
     deadline = start + budget
+    bar = Progress(f"fuzz {backend.name}", unit="problems", enabled=progress)
 
     def check(drawn):
         build, dtype = drawn
         state["tried"] += 1
         what = judge(backend, reference, build, dtype)
-        now = time.monotonic()
-        if progress and now - state["last_note"] >= PROGRESS_EVERY_S:
-            state["last_note"] = now
-            left = max(0.0, deadline - now)
-            print(f"fuzz {backend_name}: {state['tried']} problems, "
-                  + ("shrinking" if state["failing"] else f"{left:.0f} s left"), file=sys.stderr)
+        bar.note("shrinking" if state["failing"] or what else
+                 f"{max(0.0, deadline - time.monotonic()):.0f} s left")
+        bar.update()
         if what is not None:
             state["failing"] = (build, dtype, what)
             raise Disagreement(what)
 
-    db = DirectoryBasedExampleDatabase(str(Path(run_dir) / "hypothesis"))
+    db = DirectoryBasedExampleDatabase(str(run_dir / "hypothesis"))
     options = settings(database=db, max_examples=CHUNK, deadline=None, derandomize=False,
                        suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
                        verbosity=Verbosity.quiet, print_blob=False,
@@ -114,14 +102,15 @@ def fuzz(backend_name: str, *, against: str = "numpy", budget: float = 60.0, see
         except (Disagreement, Flaky):  # Flaky: a failure that did not repeat (a timeout, say)
             break
         chunk += 1
-    result = FuzzResult(run_dir, backend_name, against, state["tried"], time.monotonic() - start)
+    bar.close()
+    summary = {"backend": backend.name, "against": reference.name, "tried": state["tried"],
+               "seconds": round(time.monotonic() - start, 1), "found": state["failing"] is not None}
     if state["failing"] is not None:
         build, dtype, what = state["failing"]  # the last failure is hypothesis's shrunk one
-        name = f"fuzz_{backend_name}".replace("-", "_").lower()
-        tol = tolerance(problem_of(build, dtype))
-        path = write_case(Path(run_dir) / "cases", name, build, dtype, tol,
+        name = f"fuzz_{backend.name}".replace("-", "_").lower()
+        path = write_case(run_dir / "cases", name, build, dtype, tolerance(problem_of(build, dtype)),
                           description=f"found by ctcbench fuzz: {what}"[:300],
-                          provenance=f"ctcbench fuzz --backend {backend_name} --against {against} "
-                                     f"--seed {seed}, shrunk by hypothesis")
-        result.finding = Finding(what, size(build), dtype, path)
-    return result
+                          provenance=f"ctcbench fuzz --backend {backend.name} --against "
+                                     f"{reference.name} --seed {seed}, shrunk by hypothesis")
+        summary.update(what=what, size=size(build), dtype=dtype, case_file=str(path))
+    return summary
