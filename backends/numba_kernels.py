@@ -281,6 +281,17 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
     return -log_z
 
 
+@njit(cache=True, error_model="numpy", nogil=True)
+def rows_finite(grad, n, T_n) -> bool:
+    """Whether sample ``n``'s gradient rows ``grad[:T_n, n]`` hold only finite numbers."""
+    for t in range(T_n):
+        row = grad[t, n]
+        for c in range(row.shape[0]):
+            if not np.isfinite(row[c]):
+                return False
+    return True
+
+
 @njit(parallel=True, **JIT)
 def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
               log_space):
@@ -307,6 +318,8 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
             if tg[j] != tg[j - 1]:
                 skip[j] = 1.0
         value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip)
+        if not np.isnan(value) and not rows_finite(grad, n, T_n):
+            value = np.nan  # a scaled quantity overflowed at an extreme logit scale
         if np.isnan(value):
             value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
             log_space[n] = True
