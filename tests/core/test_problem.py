@@ -71,8 +71,8 @@ def test_repeats_and_feasibility():
     (dict(targets=np.array([[1, 0, 3], [2, 2, 0]])), "targets", "no label equal to blank=0"),
     (dict(targets=np.array([1, 2, 3, 2])), "targets", "sum(target_lengths) = 5"),
     (dict(targets=np.array([[1, 2, 3]])), "targets", "2 rows"),
-    (dict(blank=4), "blank", "[0, 4)"),
-    (dict(blank=-1), "blank", "[0, 4)"),
+    (dict(blank=4), "blank", "[-4, 4)"),
+    (dict(blank=-5), "blank", "[-4, 4)"),
     (dict(blank=1.0), "blank", "an int"),
 ])
 def test_bad_input_names_the_argument(change, argument, fragment):
