@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.runstore import read_text
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 _FIELDS = {"name", "description", "provenance", "dtypes", "build", "expect", "variant",
@@ -141,8 +142,8 @@ def parse_case(raw: dict, *, family: str, source: str) -> Case:
                 f"keys {', '.join(keys)}", sorted(tol))
         for key, value in tol.items():
             _expect(isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and not math.isnan(value) and value >= 0, f"{where} tolerance.{dtype}.{key}",
-                    "a non-negative number", repr(value))
+                    and math.isfinite(value) and value >= 0, f"{where} tolerance.{dtype}.{key}",
+                    "a finite non-negative number", repr(value))
         tolerances[dtype] = replace(DEFAULT_TOLERANCES[dtype], **tol)
     return Case(name=name, description=raw["description"].strip(),
                 provenance=raw["provenance"].strip(), family=family, build=raw["build"],
@@ -164,8 +165,12 @@ def _read(path, text: str) -> list[dict]:
 
 
 def _case_files(folder) -> list:
-    return sorted((p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))),
-                  key=lambda p: p.name)
+    try:
+        return sorted((p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))),
+                      key=lambda p: p.name)
+    except OSError as exc:
+        raise ValueError(f"cases: expected a readable folder of .toml/.json case files, got "
+                         f"{str(folder)!r} ({exc.strerror or type(exc).__name__})") from None
 
 
 def load_cases(dirs=None) -> list[Case]:
@@ -185,7 +190,7 @@ def load_cases(dirs=None) -> list[Case]:
                 f"none in {folder}")
         for path in files:
             family = path.name.rsplit(".", 1)[0]
-            for raw in _read(path, path.read_text()):
+            for raw in _read(path, read_text(path, path.name)):
                 case = parse_case(raw, family=family, source=path.name)
                 _expect(case.name not in seen, f"{path.name}: case {case.name!r}",
                         "a unique name", f"a duplicate of one in {seen.get(case.name)}")

@@ -13,7 +13,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ctcbench.caselib.library import load_cases, select_cases
-from ctcbench.compare.checks import KEY, NUMBERS, REFERENCE, RERUN, check, prepare
+from ctcbench.compare.checks import KEY, NUMBERS, REFERENCE, RERUN, check, prepare_all
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.registry import BackendUnavailable, backend_names, get_backend
@@ -67,13 +67,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         cases = select_cases(load_cases(case_dirs), cases or None)
     jobs = [(case, dtype) for case in cases for dtype in case.dtypes
             if dtypes is None or dtype in dtypes]
-    preps = {}
-    for case, dtype in jobs:  # every case builds before anything runs: a bad file fails fast
-        try:
-            preps[case.name, dtype] = prepare(case, dtype)
-        except Exception as exc:
-            raise ValueError(f"case {case.name!r} in {case.source} ({dtype}): expected a "
-                             f"buildable case, got {type(exc).__name__}: {exc}") from None
+    preps = prepare_all(cases, dtypes)  # every case builds before anything runs
     names = list(dict.fromkeys(backends)) if backends else backend_names()
     for name in names:
         if name not in backend_names():

@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, at_least,
-                                         check_config, expect, in_unit_interval, setting)
+from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, ConfigError,
+                                         at_least, check_config, expect, in_unit_interval,
+                                         setting)
 from ctcbench.convergence.ctc import TRAIN_REDUCTIONS, ctc_loss_fn
 from ctcbench.convergence.data import DataConfig, Pool, load_pool
 from ctcbench.convergence.decode import beam_decode, error_rates
@@ -205,6 +206,19 @@ def model_from_checkpoint(path) -> tuple[torch.nn.Module, TrainConfig]:
     state = load_checkpoint(path)
     try:
         cfg = TrainConfig.from_dict(state["config"])
+    except (TypeError, ValueError, AttributeError):
+        raise ValueError(f"checkpoint: expected a config written by `ctcbench convergence`, "
+                         f"got {str(path)!r} (its config has unknown or missing fields)") from None
+    try:  # a charset that cannot name the model's classes would fail at decode time
+        cfg.check()
+    except ConfigError as exc:
+        raise ValueError(f"checkpoint: expected a valid config, got {str(path)!r} "
+                         f"(config {exc})") from None
+    if cfg.model.num_classes != len(cfg.data.charset) + 1:
+        raise ValueError(f"checkpoint: expected model.num_classes = len(data.charset) + 1 = "
+                         f"{len(cfg.data.charset) + 1}, got {cfg.model.num_classes} in "
+                         f"{str(path)!r}")
+    try:
         model = build_model(cfg.model)
         model.load_state_dict(state["model"])
     except (TypeError, ValueError, KeyError, RuntimeError, AttributeError):
