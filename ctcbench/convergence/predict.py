@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ctcbench.convergence.data import decode_text, ink_image
+from ctcbench.convergence.decode import MAX_BEAM
 from ctcbench.convergence.train import decode_outputs, model_from_checkpoint
 
 
@@ -48,10 +49,10 @@ def load_image(path: str | Path):
                 return grayscale(img)
     except UnidentifiedImageError:
         raise ValueError(f"image: expected a PNG/JPEG/... image file, got {str(path)!r}") from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ValueError(f"image: expected at most {Image.MAX_IMAGE_PIXELS} pixels (Pillow's "
                          f"Image.MAX_IMAGE_PIXELS), got {str(path)!r} (a possible decompression "
-                         f"bomb)") from None
+                         f"bomb: {str(exc).split(',')[0]})") from None
     except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:  # truncated, corrupt
         raise ValueError(f"image: expected a complete, readable image file, got {str(path)!r} "
                          f"({str(exc) or type(exc).__name__})") from None
@@ -79,8 +80,10 @@ def predict_images(checkpoint, images, *, beam: int = 0) -> list[dict]:
     height with the aspect ratio kept. Returns ``{"image", "text", "error"}`` per image, in
     order: an image that cannot be read gets ``text`` None and its ``error``, and the others
     are still read."""
-    if isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or beam < 0:
-        raise ValueError(f"beam: expected an integer >= 0 (0 = greedy), got {beam!r}")
+    if isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or not \
+            0 <= beam <= MAX_BEAM:
+        raise ValueError(f"beam: expected an integer in [0, {MAX_BEAM}] (0 = greedy), "
+                         f"got {beam!r}")
     model, cfg = model_from_checkpoint(checkpoint)
     torch.set_num_threads(1)
     out = []

@@ -30,7 +30,7 @@ from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIV
                                          setting)
 from ctcbench.convergence.ctc import TRAIN_REDUCTIONS, ctc_loss_fn
 from ctcbench.convergence.data import DataConfig, Pool, load_pool
-from ctcbench.convergence.decode import beam_decode, error_rates
+from ctcbench.convergence.decode import MAX_BEAM, beam_decode, error_rates
 from ctcbench.convergence.models import ModelConfig, build_model, num_params
 from ctcbench.core.ctcmath import greedy_decode
 from ctcbench.runstore import RowLog, to_json
@@ -73,7 +73,8 @@ class TrainConfig:
     seed: int = setting(0, "Seed for init and batch order.", check=NON_NEGATIVE_INT, grid="seeds")
     threads: int = setting(1, "Torch threads per run.", check=at_least(1))
     beam: int = setting(0, "Also score the final model with prefix beam search of this width.",
-                        check=at_least(0, " (0 = greedy only)"))
+                        check=(lambda v: 0 <= v <= MAX_BEAM,
+                               f"an integer in [0, {MAX_BEAM}] (0 = greedy only)"))
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
 
