@@ -23,12 +23,12 @@ def format_option(*choices: str):
 
 
 def library_errors(fn):
-    """Turn the library's ValueError/KeyError into one clean CLI error line."""
+    """Turn the library's ValueError/KeyError/OSError into one clean CLI error line."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (ValueError, KeyError, FileNotFoundError) as exc:
+        except (ValueError, KeyError, OSError) as exc:  # OSError: a file it cannot write, ...
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             raise click.ClickException(str(message)) from None
     return wrapper

@@ -15,8 +15,14 @@ import numpy as np
 
 from ctcbench.caselib import fields
 from ctcbench.core.ctcmath import min_frames
-from ctcbench.core.problem import CTCProblem
+from ctcbench.core.problem import FLOAT_DTYPES, CTCProblem
 from ctcbench.core.reduction import reduction_weights
+
+
+# Case problems are small, with known answers: these bound what a case file can ask for
+# before anything is allocated (a typo such as T = 10**12 is an error, not a MemoryError).
+MAX_FRAMES = 10**6  # T, T_n and L
+MAX_CELLS = 10**8  # T * N * C logits, 800 MB in float64
 
 
 @dataclass
@@ -81,7 +87,7 @@ def _target(sample: dict, C: int, blank: int, rng, where: str) -> list[int]:
     if "L" not in sample:
         raise ValueError(f"{where}: expected 'target' (labels) or 'L' (a length "
                          f"for random labels) in every sample, got keys {sorted(sample)}")
-    L = fields.integer(sample["L"], f"{where}.L", lo=0)
+    L = fields.integer(sample["L"], f"{where}.L", lo=0, hi=MAX_FRAMES)
     labels = np.array([c for c in range(C) if c != blank])
     if L and not len(labels):
         fields.fail(f"{where}.L", f"0 when C = {C} (no label besides the blank)", L)
@@ -99,7 +105,7 @@ def _frames_of(sample: dict, generator: str, C: int, target: list[int], where: s
     sample = dict(sample)
     given_T = sample.get("T", "min")
     if given_T != "min":
-        given_T = fields.integer(given_T, f"{where}.T", lo=0)
+        given_T = fields.integer(given_T, f"{where}.T", lo=0, hi=MAX_FRAMES)
     if generator == "table":
         if "logits" not in sample and "probs" not in sample:
             fields.fail(where, "'probs' or 'logits' (a T_n x C table) for generator 'table'",
@@ -164,7 +170,11 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
     lengths = np.array([len(f) for f in frames], dtype=np.int64)
     longest = int(lengths.max(initial=0))
     extra = fields.integer(build.get("pad_frames", 0), _where(case, "pad_frames"), lo=0)
-    T = fields.integer(build.get("T", longest + extra), _where(case, "T"), lo=longest)
+    T = fields.integer(build.get("T", longest + extra), _where(case, "T"), lo=longest,
+                       hi=MAX_FRAMES)
+    if T * len(frames) * C > MAX_CELLS:
+        fields.fail(_where(case, "T"), f"T * N * C <= {MAX_CELLS:.0e} (a case is a small "
+                    f"problem with a known answer)", f"{T} * {len(frames)} * {C}")
     pad = fields.number(build.get("pad", 0.0), _where(case, "pad"), finite=False)
     logits = np.full((T, len(frames), C), pad)  # (T, N, C)
     for n, f in enumerate(frames):
@@ -179,6 +189,7 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
 
 def to_problem(raw: Raw, dtype: str) -> CTCProblem:
     """Cast to ``dtype`` (bfloat16 goes through torch, as NumPy has none) and validate."""
+    fields.choice(dtype, "dtype", FLOAT_DTYPES)
     if dtype == "bfloat16":
         import torch
         logits = torch.from_numpy(raw.logits).to(torch.bfloat16)

@@ -174,7 +174,10 @@ def _case_files(folder) -> list:
 
 
 def load_cases(dirs=None) -> list[Case]:
-    """Every case in ``dirs`` (folders of .toml/.json files), or the built-in library."""
+    """Every case in ``dirs`` (folders of .toml/.json files, or one folder), or the
+    built-in library."""
+    if isinstance(dirs, (str, Path)):  # one folder, not a sequence of one-letter names
+        dirs = [dirs]
     if dirs:
         folders = []
         for d in dirs:
@@ -201,6 +204,8 @@ def load_cases(dirs=None) -> list[Case]:
 
 def select_cases(cases: list[Case], patterns=None) -> list[Case]:
     """Cases whose name (or ``family/name``) matches any glob; all when no patterns."""
+    if isinstance(patterns, str):  # one glob, not a sequence of one-letter globs
+        patterns = [patterns]
     if not patterns:
         return list(cases)
     chosen = []
