@@ -79,7 +79,8 @@ class TorchBackend:
                                  notes=["T = 0: loss known without the kernel"])
         torch = self.torch
         dtype = getattr(torch, problem.dtype)
-        logits = torch.from_numpy(problem.logits).to(self.device, dtype)  # (T, N, C)
+        # a copy: the problem's arrays are read-only, and torch wants writable memory
+        logits = torch.from_numpy(problem.logits.copy()).to(self.device, dtype)  # (T, N, C)
         log_probs = logits.log_softmax(-1).detach().requires_grad_()  # garbage frames stay garbage
         inputs = self._inputs(problem)
         loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)  # (N,)

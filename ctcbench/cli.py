@@ -23,12 +23,12 @@ def format_option(*choices: str):
 
 
 def library_errors(fn):
-    """Turn the library's ValueError/KeyError into one clean CLI error line."""
+    """Turn the library's ValueError/KeyError/OSError into one clean CLI error line."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (ValueError, KeyError, FileNotFoundError) as exc:
+        except (ValueError, KeyError, OSError) as exc:  # OSError: a file it cannot write, ...
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             raise click.ClickException(str(message)) from None
     return wrapper
@@ -78,8 +78,11 @@ def backends(fmt):
 def cases_cmd(case_dirs, fmt):
     """List the edge cases: family, oracle, dtypes and what each one checks."""
     from ctcbench.caselib.library import describe, load_cases
+    from ctcbench.compare.checks import prepare_all
     from ctcbench.runstore import to_json
-    rows = describe(load_cases(case_dirs or None))
+    cases = load_cases(case_dirs or None)
+    prepare_all(cases)  # built and answered as compare would: its errors are reported here too
+    rows = describe(cases)
     if fmt == "json":
         click.echo(to_json(rows, indent=1))
         return
@@ -154,7 +157,11 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
     from ctcbench.runstore import to_json
     if explain and html_path:
         raise click.UsageError("--html: expected a diagnosis, got --explain-perfect-vs-blank")
-    for option, path, what in (("--plot", plot_path, "a PNG"), ("--html", html_path, "an HTML")):
+    for option, path, what, suffixes in (("--plot", plot_path, "a PNG", (".png",)),
+                                         ("--html", html_path, "an HTML", (".html", ".htm"))):
+        if path and Path(path).suffix.lower() not in suffixes:
+            raise click.ClickException(f"{option}: expected {what} path ending in "
+                                       f"{' or '.join(suffixes)}, got {path!r}")
         folder = Path(path or ".").parent  # checked before any work, so a bad path cannot
         if path and (not folder.is_dir() or not os.access(folder, os.W_OK)):  # fail it at the end
             raise click.ClickException(f"{option}: expected {what} path in an existing, writable "
@@ -336,9 +343,14 @@ def predict(checkpoint, images, beam, fmt):
     rows = predict_images(checkpoint, images, beam=beam)
     if fmt == "json":
         click.echo(to_json(rows, indent=2))
-        return
-    for r in rows:
-        click.echo(f"{r['image']}\t{r['text']}")
+    else:
+        for r in rows:
+            click.echo(f"{r['image']}\t{r['text']}" if r["error"] is None
+                       else f"{r['image']}\tError: {r['error']}")
+    failed = [r["image"] for r in rows if r["error"] is not None]
+    if failed:  # every image was tried; the run still fails
+        raise click.ClickException(f"images: expected readable images, got {len(failed)} "
+                                   f"unreadable: {', '.join(failed)}")
 
 
 @cli.command()

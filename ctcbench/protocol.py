@@ -276,4 +276,7 @@ def grad_weights_array(grad_weights, n: int) -> np.ndarray:
             from None
     if w.shape != (n,) or w.dtype.kind not in "iuf":
         raise ValueError(f"{expected}, got shape {w.shape} of {w.dtype.name}")
-    return w.astype(np.float64)
+    w = w.astype(np.float64)
+    if not np.isfinite(w).all():  # NaN or inf would poison every gradient it scales
+        raise ValueError(f"{expected.replace('real', 'finite real')}, got {w.tolist()}")
+    return w

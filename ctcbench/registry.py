@@ -183,6 +183,11 @@ class LoadedBackend:
     def run(self, problem, *, grad_weights=None) -> BackendResult:
         """``grad_weights (N,)``: the upstream gradient of each loss, checked here; a backend
         whose ``run`` takes no ``grad_weights`` raises UnsupportedProblem for it."""
+        from ctcbench.core.problem import CTCProblem
+        if not isinstance(problem, CTCProblem):
+            raise TypeError(f"problem: expected a ctcbench.CTCProblem (build one with "
+                            f"CTCProblem(logits, targets, input_lengths, target_lengths)), "
+                            f"got {type(problem).__name__}")
         runner = self.worker if self.worker is not None else self.impl
         if grad_weights is None:
             return as_result(runner.run(problem), problem)

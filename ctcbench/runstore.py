@@ -54,12 +54,15 @@ class RunResult:
 
 def read_text(path: Path, what: str) -> str:
     """A text file's contents (UTF-8, a byte-order mark dropped), or a ValueError naming
-    ``what`` ("grid sizes.csv") when it is not text."""
+    ``what`` ("grid sizes.csv") when it is not text or cannot be read."""
     try:
         return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{what}: expected a UTF-8 text file, got undecodable bytes at "
                          f"position {exc.start}") from None
+    except OSError as exc:  # a folder, no permission, an I/O error
+        raise ValueError(f"{what}: expected a readable text file, got "
+                         f"{exc.strerror or type(exc).__name__}") from None
 
 
 def _jsonable(x):

@@ -66,6 +66,26 @@ def load_rows(path) -> list[dict]:
     return rows
 
 
+def _where(row: dict) -> str:
+    return (f"{row['backend']} at T={row['T']} N={row['N']} C={row['C']} L={row['L']} "
+            f"{row['dtype']}")
+
+
+def check_gated(rows: list[dict], fail_on, source) -> None:
+    """Every ``ok`` baseline row holds a positive number for each ``fail_on`` metric, else
+    ValueError naming the row: a gate that compares nothing must fail, and before any timing."""
+    for i, row in enumerate(rows):
+        if row.get("status", "ok") != "ok":
+            continue
+        for rule in fail_on:
+            field, _ = METRICS[rule.metric]
+            value = _number(row.get(field))
+            if value is None or value <= 0:
+                raise ValueError(f"baseline {source} row {i + 1} ({_where(row)}): expected a "
+                                 f"positive number in {field} for --fail-on {rule}, got "
+                                 f"{row.get(field)!r}")
+
+
 def _key(row: dict) -> tuple:
     return (str(row["backend"]), *(int(row[k]) for k in "TNCL"), str(row["dtype"]))
 
@@ -88,6 +108,13 @@ def compare(rows: list[dict], baseline: list[dict], fail_on=()) -> list[str]:
         if old is None:
             continue
         matched += 1
+        if row.get("status") == "ok":  # a rule that can compare nothing here fails
+            for rule in fail_on:
+                field, _ = METRICS[rule.metric]
+                for which, value in (("the baseline", old.get(field)), ("this run", row.get(field))):
+                    if (_number(value) or 0) <= 0:
+                        messages.append(f"fail-on {rule}: expected a positive number in {field} "
+                                        f"of {which} for {_where(row)}, got {value!r}")
         if row.get("status") != "ok":  # a backend that stopped working is the worst regression
             if fail_on and old.get("status") == "ok" and row.get("status") != "skipped":
                 messages.append(

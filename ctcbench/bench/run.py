@@ -67,7 +67,7 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int =
     measures the rest. Returns a ``RunResult``: one row per (backend, size, dtype); ``summary``
     holds ``regressions`` (one message per ``fail_on`` limit exceeded) and status counts.
     """
-    from ctcbench.bench.baseline import compare, load_rows, parse_fail_on
+    from ctcbench.bench.baseline import check_gated, compare, load_rows, parse_fail_on
     from ctcbench.bench.plots import bench_plots
 
     check_resume(out, resume)
@@ -77,6 +77,8 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int =
     expect(baseline is not None or not rules, "fail-on", "a --baseline to compare with",
            "no baseline")
     old = load_rows(baseline) if baseline is not None else None
+    if old is not None:
+        check_gated(old, rules, baseline)  # a metric it cannot compare fails before any timing
     sizes = load_grid(grid)
     thread_info = set_threads(threads)
     resolved = resolve_backends(backends)

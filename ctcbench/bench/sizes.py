@@ -92,7 +92,7 @@ def load_grid(grid: str) -> list[Size]:
     path = Path(grid)
     if not path.is_file():
         raise FileNotFoundError(f"grid: expected one of {', '.join(GRIDS)} or a JSON/CSV file, "
-                                f"got {grid!r} (no such file)")
+                                f"got {grid!r} ({'a folder' if path.is_dir() else 'no such file'})")
     text = read_text(path, f"grid {path}")
     if path.suffix.lower() == ".json":
         try:

@@ -13,9 +13,16 @@ from typing import Callable
 
 import numpy as np
 
+from ctcbench.caselib import fields
 from ctcbench.core.ctcmath import min_frames
-from ctcbench.core.problem import CTCProblem
+from ctcbench.core.problem import FLOAT_DTYPES, CTCProblem
 from ctcbench.core.reduction import reduction_weights
+
+
+# Case problems are small, with known answers: these bound what a case file can ask for
+# before anything is allocated (a typo such as T = 10**12 is an error, not a MemoryError).
+MAX_FRAMES = 10**6  # T, T_n and L
+MAX_CELLS = 10**8  # T * N * C logits, 800 MB in float64
 
 
 @dataclass
@@ -36,38 +43,32 @@ def _where(case_name: str, key: str) -> str:
     return f"case {case_name!r} build.{key}"
 
 
-def _req(spec: dict, key: str, case_name: str):
-    if key not in spec:
-        raise ValueError(f"{_where(case_name, key)}: expected a value, got nothing")
-    return spec[key]
-
-
 # -- generators: (sample spec, build params, T_n, C, rng) -> (T_n, C) float64 logits -------------
 def _table(sample, build, T_n, C, rng, case):
-    if "logits" in sample:
-        x = np.asarray(sample["logits"], dtype=np.float64)
-    elif "probs" in sample:
-        x = np.log(np.asarray(sample["probs"], dtype=np.float64))
-    else:
-        raise ValueError(f"{_where(case, 'sample')}: expected 'probs' or 'logits' per sample, "
-                         f"got keys {sorted(sample)}")
-    return x.reshape(0, C) if x.size == 0 else x  # (T_n, C); an empty table is zero frames
+    # (T_n, C); read and checked by _frames_of, which knows the sample's index
+    return sample["_table"]
 
 
 def _peaked(sample, build, T_n, C, rng, case):
-    path = np.asarray(_req(sample, "path", case), dtype=np.int64)
-    peak = float(build.get("peak", 0.9))
+    if C < 2:
+        fields.fail(_where(case, "C"), "an integer >= 2 for generator 'peaked' (the peak "
+                    "and the rest)", C)
+    path = np.asarray(sample["_path"], dtype=np.int64)
+    peak = fields.number(build.get("peak", 0.9), _where(case, "peak"), lo=0, hi=1, lo_open=True)
     probs = np.full((len(path), C), (1.0 - peak) / (C - 1))  # (T_n, C)
     probs[np.arange(len(path)), path] = peak
-    return np.log(probs)
+    with np.errstate(divide="ignore"):  # peak = 1 leaves probability 0: log gives -inf
+        return np.log(probs)
 
 
 def _random(sample, build, T_n, C, rng, case):
     if "spread" in build:  # every frame spans exactly max - min = spread
+        spread = fields.number(build["spread"], _where(case, "spread"), lo=0)
         x = rng.uniform(size=(T_n, C))  # (T_n, C)
         lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
-        return (x - lo) / np.where(hi > lo, hi - lo, 1.0) * float(build["spread"])
-    return rng.normal(size=(T_n, C)) * float(build.get("scale", 2.0))
+        return (x - lo) / np.where(hi > lo, hi - lo, 1.0) * spread
+    return rng.normal(size=(T_n, C)) * fields.number(build.get("scale", 2.0),
+                                                     _where(case, "scale"), lo=0)
 
 
 def _uniform(sample, build, T_n, C, rng, case):
@@ -84,17 +85,20 @@ GENERATORS: dict[str, Callable] = {
 }
 
 
-def _batch_draw(build: dict, shape: tuple[int, int, int]) -> np.ndarray:
+def _batch_draw(build: dict, shape: tuple[int, int, int], case: str) -> np.ndarray:
     """``mt19937_uniform``: the ``(T, N, C)`` tensor filled in memory order from one
     ``std::mt19937(seed)`` through ``std::uniform_real_distribution<real>(low, high)``
     (warp-ctc's ``genActs``); ``real`` is ``"double"`` (``<>``, the default) or ``"float"``."""
     from ctcbench.caselib.stdrandom import uniform_real
     T, N, C = shape
-    x = uniform_real(int(build.get("seed", 0)), T * N * C, low=float(build.get("low", 0.0)),
-                     high=float(build.get("high", 1.0)), real=str(build.get("real", "double")))
+    x = uniform_real(fields.integer(build.get("seed", 0), _where(case, "seed"), lo=0), T * N * C,
+                     low=fields.number(build.get("low", 0.0), _where(case, "low")),
+                     high=fields.number(build.get("high", 1.0), _where(case, "high")),
+                     real=fields.choice(build.get("real", "double"), _where(case, "real"),
+                                        ("double", "float")))
     x = x.astype(np.float32).astype(np.float64).reshape(T, N, C)  # stored as float, as in C++
     for c, value in build.get("set_class", ()):  # e.g. warp-ctc's inf_test: class 2 = -1e30
-        x[:, :, int(c)] = float(value)
+        x[:, :, fields.integer(c, _where(case, "set_class"), lo=0, hi=C - 1)] = float(value)
     return x
 
 
@@ -102,12 +106,19 @@ def _arrays(build: dict, case: str) -> Raw:
     """``arrays``: ``logits`` as a nested list (any rank, or ``shape`` + ``fill``), ``targets``,
     ``input_lengths``, ``target_lengths``, ``blank`` given whole, unchecked, so a case can
     hand the API exactly the malformed input it must refuse."""
-    if "logits" in build:
-        logits = np.asarray(build["logits"], dtype=np.float64)
-    else:
-        logits = np.full(tuple(_req(build, "shape", case)), float(build.get("fill", 0.0)))
-    arr = {k: np.asarray(_req(build, k, case), dtype=np.int64)
-           for k in ("targets", "input_lengths", "target_lengths")}
+    try:
+        if "logits" in build:
+            logits = np.asarray(build["logits"], dtype=np.float64)
+        else:
+            shape = tuple(fields.int_list(build.get("shape"), _where(case, "shape"), lo=0,
+                                          hi=MAX_FRAMES))
+            logits = np.full(shape, float(build.get("fill", 0.0)))
+        arr = {k: np.asarray(build[k], dtype=np.int64)
+               for k in ("targets", "input_lengths", "target_lengths")}
+    except KeyError as exc:
+        fields.fail(_where(case, exc.args[0]), "a value for generator 'arrays'", "nothing")
+    except (TypeError, ValueError) as exc:
+        fields.fail(_where(case, "arrays"), "rectangular numeric arrays", str(exc))
     n = logits.shape[1] if logits.ndim == 3 else 1
     blank = int(build.get("blank", 0))
     C = logits.shape[-1] if logits.ndim else 1
@@ -116,51 +127,88 @@ def _arrays(build: dict, case: str) -> Raw:
                unbatched=bool(build.get("unbatched", False)))
 
 
-def _target(sample: dict, C: int, blank: int, rng, case: str) -> list[int]:
+def _target(sample: dict, C: int, blank: int, rng, where: str) -> list[int]:
     if "target" in sample:
-        return [int(k) for k in sample["target"]]
+        return fields.int_list(sample["target"], f"{where}.target", lo=0, hi=C - 1, not_=blank)
     if "L" not in sample:
-        raise ValueError(f"{_where(case, 'sample')}: expected 'target' (labels) or 'L' (a length "
+        raise ValueError(f"{where}: expected 'target' (labels) or 'L' (a length "
                          f"for random labels) in every sample, got keys {sorted(sample)}")
-    L = int(sample["L"])
+    L = fields.integer(sample["L"], f"{where}.L", lo=0, hi=MAX_FRAMES)
     labels = np.array([c for c in range(C) if c != blank])
+    if L and not len(labels):
+        fields.fail(f"{where}.L", f"0 when C = {C} (no label besides the blank)", L)
     target = rng.choice(labels, size=L)
-    if sample.get("no_repeats", False) and len(labels) > 1:
+    if fields.flag(sample.get("no_repeats", False), f"{where}.no_repeats") and len(labels) > 1:
         for i in range(1, L):
             while target[i] == target[i - 1]:
                 target[i] = rng.choice(labels)
     return [int(k) for k in target]
 
 
+def _frames_of(sample: dict, generator: str, C: int, target: list[int], where: str):
+    """(sample with its checked table or path, T_n): the sample's frame count and the data
+    its generator reads, each field checked and named."""
+    sample = dict(sample)
+    given_T = sample.get("T", "min")
+    if given_T != "min":
+        given_T = fields.integer(given_T, f"{where}.T", lo=0, hi=MAX_FRAMES)
+    if generator == "table":
+        if "logits" not in sample and "probs" not in sample:
+            fields.fail(where, "'probs' or 'logits' (a T_n x C table) for generator 'table'",
+                        f"keys {sorted(sample)}")
+        key = "logits" if "logits" in sample else "probs"
+        x = fields.table(sample[key], f"{where}.{key}", width=C)  # (T_n, C)
+        if key == "probs":
+            if not (np.isfinite(x) & (x >= 0) & (x <= 1)).all():
+                fields.fail(f"{where}.probs", "probabilities in [0, 1]",
+                            sorted(set(x[~((x >= 0) & (x <= 1))].tolist()))[:5])
+            with np.errstate(divide="ignore"):  # probability 0 is log-probability -inf
+                x = np.log(x)
+        sample["_table"], T_n = x, len(x)
+    elif generator == "peaked":
+        if "path" not in sample:
+            fields.fail(f"{where}.path", "a list of classes (the peak of each frame) for "
+                        "generator 'peaked'", "nothing")
+        sample["_path"] = fields.int_list(sample["path"], f"{where}.path", lo=0, hi=C - 1)
+        T_n = len(sample["_path"])
+    elif given_T == "min":
+        T_n = min_frames(target) + fields.integer(sample.get("slack", 0), f"{where}.slack", lo=0)
+    else:
+        T_n = given_T
+    if given_T != "min" and given_T != T_n:
+        fields.fail(f"{where}.T", f"{T_n} (the frames its table or path has) or no T", given_T)
+    return sample, T_n
+
+
 def build_raw(build: dict, *, case: str = "?") -> Raw:
     """The base problem of a case, in float64, from its ``[case.build]`` table."""
-    if build["generator"] == "arrays":
+    if not isinstance(build, dict):
+        fields.fail(f"case {case!r} build", "a table", repr(build))
+    if build.get("generator") == "arrays":
         return _arrays(build, case)
-    gen = GENERATORS[build["generator"]]
+    gen = GENERATORS[fields.choice(build.get("generator"), _where(case, "generator"),
+                                   tuple(GENERATORS))]
     samples = build.get("sample")
     if not isinstance(samples, list) or not samples:
         raise ValueError(f"{_where(case, 'sample')}: expected a non-empty list of samples, "
                          f"got {samples!r}")
-    rng = np.random.default_rng(int(build.get("seed", 0)))
-    blank = int(build.get("blank", 0))
+    rng = np.random.default_rng(fields.integer(build.get("seed", 0), _where(case, "seed"), lo=0))
     C = build.get("C")
-    if C is None:  # tables carry their width
+    if C is None and isinstance(samples[0], dict):  # tables carry their width
         first = samples[0].get("probs", samples[0].get("logits"))
-        C = len(first[0]) if first else None
-    if not isinstance(C, int) or C < 1:
-        raise ValueError(f"{_where(case, 'C')}: expected a positive int, got {C!r}")
-    blank_given, blank = blank, blank % C  # -1 means the last class, as in TensorFlow
+        C = len(first[0]) if isinstance(first, list) and first and isinstance(first[0], list) \
+            else None
+    C = fields.integer(C, _where(case, "C"), lo=1)
+    blank_given = fields.integer(build.get("blank", 0), _where(case, "blank"), lo=-C, hi=C - 1)
+    blank = blank_given % C  # -1 means the last class, as in TensorFlow
     targets, frames, names = [], [], []
     for n, sample in enumerate(samples):
-        target = _target(sample, C, blank, rng, case)
-        T_n = sample.get("T", "min")
-        if "path" in sample:
-            T_n = len(sample["path"])
-        elif "probs" in sample or "logits" in sample:
-            T_n = len(sample.get("probs", sample.get("logits")))
-        elif T_n == "min":
-            T_n = min_frames(target) + int(sample.get("slack", 0))
-        x = gen(sample, build, int(T_n), C, rng, case)
+        where = _where(case, f"sample[{n}]")
+        if not isinstance(sample, dict):
+            fields.fail(where, "a table", repr(sample))
+        target = _target(sample, C, blank, rng, where)
+        sample, T_n = _frames_of(sample, build["generator"], C, target, where)
+        x = gen(sample, build, T_n, C, rng, case)
         if x.ndim != 2 or x.shape[1] != C:
             raise ValueError(f"{_where(case, 'sample')}[{n}]: expected frames of width C={C}, "
                              f"got shape {x.shape}")
@@ -168,22 +216,35 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
         frames.append(x)
         names.append(str(sample.get("name", f"sample{n}")))
     lengths = np.array([len(f) for f in frames], dtype=np.int64)
-    T = int(build.get("T", lengths.max(initial=0) + int(build.get("pad_frames", 0))))
-    pad = float(build.get("pad", 0.0))
+    longest = int(lengths.max(initial=0))
+    extra = fields.integer(build.get("pad_frames", 0), _where(case, "pad_frames"), lo=0)
+    T = fields.integer(build.get("T", longest + extra), _where(case, "T"), lo=longest,
+                       hi=MAX_FRAMES)
+    if T * len(frames) * C > MAX_CELLS:
+        fields.fail(_where(case, "T"), f"T * N * C <= {MAX_CELLS:.0e} (a case is a small "
+                    f"problem with a known answer)", f"{T} * {len(frames)} * {C}")
+    pad = fields.number(build.get("pad", 0.0), _where(case, "pad"), finite=False)
     logits = np.full((T, len(frames), C), pad)  # (T, N, C)
     for n, f in enumerate(frames):
         logits[: len(f), n] = f
     if build["generator"] == "mt19937_uniform":
-        logits = _batch_draw(build, logits.shape)
+        logits = _batch_draw(build, logits.shape, case)
     L = max((len(t) for t in targets), default=0)
     padded = np.full((len(targets), max(L, 1)), blank, dtype=np.int64)  # (N, L)
     for n, t in enumerate(targets):
         padded[n, : len(t)] = t
     target_lengths = np.array([len(t) for t in targets], dtype=np.int64)
     # overrides, e.g. lengths the API must refuse
-    lengths = np.asarray(build.get("input_lengths", lengths), dtype=np.int64)
-    target_lengths = np.asarray(build.get("target_lengths", target_lengths), dtype=np.int64)
-    unbatched = bool(build.get("unbatched", False))
+    if "input_lengths" in build:
+        lengths = np.asarray(fields.int_list(build["input_lengths"], _where(case, "input_lengths"),
+                                             lo=-MAX_FRAMES, hi=MAX_FRAMES), dtype=np.int64)
+    if "target_lengths" in build:
+        target_lengths = np.asarray(fields.int_list(build["target_lengths"],
+                                                    _where(case, "target_lengths"),
+                                                    lo=-MAX_FRAMES, hi=MAX_FRAMES), dtype=np.int64)
+    unbatched = build.get("unbatched", False)
+    if not isinstance(unbatched, bool):
+        fields.fail(_where(case, "unbatched"), "true or false", repr(unbatched))
     if unbatched and len(frames) != 1:
         raise ValueError(f"{_where(case, 'unbatched')}: expected one sample, got {len(frames)}")
     return Raw(logits, padded, lengths, target_lengths, blank, names, blank_given, unbatched)
@@ -191,6 +252,7 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
 
 def to_problem(raw: Raw, dtype: str) -> CTCProblem:
     """Cast to ``dtype`` (bfloat16 goes through torch, as NumPy has none) and validate."""
+    fields.choice(dtype, "dtype", FLOAT_DTYPES)
     if dtype == "bfloat16":
         import torch
         logits = torch.from_numpy(raw.logits).to(torch.bfloat16)
@@ -215,9 +277,9 @@ class Variant:
     run_kwargs: dict = field(default_factory=dict)
 
 
-def _move_blank(raw: Raw, p: dict) -> Variant:
+def _move_blank(raw: Raw, p: dict, where: str) -> Variant:
     C = raw.logits.shape[2]
-    new_blank = int(p.get("blank", -1)) % C
+    new_blank = fields.integer(p.get("blank", -1), f"{where}.blank", lo=-C, hi=C - 1) % C
     order = [c for c in range(C) if c != raw.blank]
     order.insert(new_blank, raw.blank)  # new class j is old class order[j]
     new_index = np.argsort(order)  # old class c -> new index
@@ -228,15 +290,16 @@ def _move_blank(raw: Raw, p: dict) -> Variant:
                    lambda g: g[..., order])
 
 
-def _concatenated(raw: Raw, p: dict) -> Variant:
+def _concatenated(raw: Raw, p: dict, where: str) -> Variant:
     L = raw.targets.shape[1]
     flat = raw.targets[np.arange(L)[None, :] < raw.target_lengths[:, None]]  # (sum L_n,)
     return Variant("concatenated", replace(raw, targets=flat))
 
 
-def _wide_padding(raw: Raw, p: dict) -> Variant:
-    extra = int(p.get("extra", 7))
-    fill = int(p.get("fill", (raw.blank + 1) % raw.logits.shape[2]))  # a real label as garbage
+def _wide_padding(raw: Raw, p: dict, where: str) -> Variant:
+    extra = fields.integer(p.get("extra", 7), f"{where}.extra", lo=0)
+    fill = fields.integer(p.get("fill", (raw.blank + 1) % raw.logits.shape[2]),  # a real label
+                          f"{where}.fill", lo=-2**31, hi=2**31 - 1)  # as garbage
     targets = np.full((raw.targets.shape[0], raw.targets.shape[1] + extra), fill, np.int64)
     L = raw.targets.shape[1]
     valid = np.arange(L)[None, :] < raw.target_lengths[:, None]
@@ -244,15 +307,16 @@ def _wide_padding(raw: Raw, p: dict) -> Variant:
     return Variant(f"padded+{extra}", replace(raw, targets=targets))
 
 
-def _index_dtype(raw: Raw, p: dict) -> Variant:
-    dtype = str(p.get("dtype", "int32"))
+def _index_dtype(raw: Raw, p: dict, where: str) -> Variant:
+    dtype = fields.choice(p.get("dtype", "int32"), f"{where}.dtype", ("int32", "int64"))
     return Variant(dtype, replace(raw, targets=raw.targets.astype(dtype),
                                   input_lengths=raw.input_lengths.astype(dtype),
                                   target_lengths=raw.target_lengths.astype(dtype)))
 
 
-def _padded_frames(raw: Raw, p: dict) -> Variant:
-    value, extra = float(p.get("value", np.nan)), int(p.get("extra", 0))
+def _padded_frames(raw: Raw, p: dict, where: str) -> Variant:
+    value = fields.number(p.get("value", float("nan")), f"{where}.value", finite=False)
+    extra = fields.integer(p.get("extra", 0), f"{where}.extra", lo=0)
     T, N, C = raw.logits.shape
     logits = np.full((T + extra, N, C), value)  # (T', N, C)
     valid = np.arange(T)[:, None] < raw.input_lengths[None, :]  # (T, N)
@@ -262,17 +326,24 @@ def _padded_frames(raw: Raw, p: dict) -> Variant:
                    lambda g: np.concatenate([g, zeros], axis=0))
 
 
-def _upstream_weights(raw: Raw, p: dict) -> Variant:
+def _upstream_weights(raw: Raw, p: dict, where: str) -> Variant:
+    N = len(raw.target_lengths)
     if "weights" in p:
-        w = np.asarray(p["weights"], dtype=np.float64)
+        w = p["weights"]
+        if not isinstance(w, list) or len(w) != N:
+            fields.fail(f"{where}.weights", f"a list of {N} numbers (one per sample)", repr(w))
+        w = np.array([fields.number(x, f"{where}.weights[{i}]") for i, x in enumerate(w)])
     else:
-        w = reduction_weights(raw.target_lengths, str(p.get("reduction", "mean")))
-    w = w * float(p.get("scale", 1.0))  # (N,)
+        reduction = fields.choice(p.get("reduction", "mean"), f"{where}.reduction",
+                                  ("mean", "sum", "none"))
+        w = reduction_weights(raw.target_lengths, reduction)
+    w = w * fields.number(p.get("scale", 1.0), f"{where}.scale")  # (N,)
     label = "weights=" + ",".join(f"{x:.3g}" for x in w)
     return Variant(label, raw, lambda g: g * w[None, :, None], {"grad_weights": w})
 
 
-TRANSFORMS: dict[str, Callable[[Raw, dict], Variant]] = {
+# (raw, params, where) -> Variant; ``where`` names the variant's table in errors
+TRANSFORMS: dict[str, Callable[[Raw, dict, str], Variant]] = {
     "move_blank": _move_blank,
     "concatenated_targets": _concatenated,
     "wide_padding": _wide_padding,
@@ -286,10 +357,14 @@ def variants(build: dict, transforms=(), *, case: str = "?") -> list[Variant]:
     """The base problem first, then one variant per ``[[case.variant]]`` entry."""
     base = build_raw(build, case=case)
     out = [Variant("base", base)]
-    for spec in transforms:
-        v = _apply(base, spec)
-        for more in spec.get("also", ()):  # composed transforms, applied in order
-            w = _apply(v.raw, more)
+    for i, spec in enumerate(transforms):
+        where = f"case {case!r} variant[{i}]"
+        v = _apply(base, spec, where)
+        also = spec.get("also", [])
+        if not isinstance(also, list):
+            fields.fail(f"{where}.also", "a list of variant tables", repr(also))
+        for j, more in enumerate(also):  # composed transforms, applied in order
+            w = _apply(v.raw, more, f"{where}.also[{j}]")
             v = Variant(f"{v.label}+{w.label}", w.raw,
                         lambda g, f=v.grad_map, h=w.grad_map: h(f(g)),
                         {**v.run_kwargs, **w.run_kwargs})
@@ -297,6 +372,9 @@ def variants(build: dict, transforms=(), *, case: str = "?") -> list[Variant]:
     return out
 
 
-def _apply(raw: Raw, spec: dict) -> Variant:
+def _apply(raw: Raw, spec: dict, where: str) -> Variant:
+    if not isinstance(spec, dict):
+        fields.fail(where, "a table with a transform", repr(spec))
+    name = fields.choice(spec.get("transform"), f"{where}.transform", tuple(TRANSFORMS))
     params = {k: v for k, v in spec.items() if k not in ("transform", "also")}
-    return TRANSFORMS[spec["transform"]](raw, params)
+    return TRANSFORMS[name](raw, params, where)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ctcbench.caselib.expect_spec import check_expect
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.runstore import read_text
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 _FIELDS = {"name", "description", "provenance", "dtypes", "build", "expect", "variant",
@@ -155,8 +156,8 @@ def parse_case(raw: dict, *, family: str, source: str) -> Case:
                 f"keys {', '.join(keys)}", sorted(tol))
         for key, value in tol.items():
             _expect(isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and not math.isnan(value) and value >= 0, f"{where} tolerance.{dtype}.{key}",
-                    "a non-negative number", repr(value))
+                    and math.isfinite(value) and value >= 0, f"{where} tolerance.{dtype}.{key}",
+                    "a finite non-negative number", repr(value))
         tolerances[dtype] = replace(DEFAULT_TOLERANCES[dtype], **tol)
     return Case(name=name, description=raw["description"].strip(),
                 provenance=raw["provenance"].strip(), family=family, build=raw["build"],
@@ -179,14 +180,22 @@ def _read(path, text: str) -> list[dict]:
 
 def _case_files(folder) -> list:
     """Case files in ``folder`` and its sub-folders (e.g. ``cases/peers/``), by name."""
-    files = [p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))]
-    for sub in sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: p.name):
-        files += [p for p in _case_files(sub)]
+    try:
+        entries = list(folder.iterdir())
+    except OSError as exc:
+        raise ValueError(f"cases: expected a readable folder of .toml/.json case files, got "
+                         f"{str(folder)!r} ({exc.strerror or type(exc).__name__})") from None
+    files = [p for p in entries if p.name.endswith((".toml", ".json"))]
+    for sub in sorted((p for p in entries if p.is_dir()), key=lambda p: p.name):
+        files += _case_files(sub)
     return sorted(files, key=lambda p: p.name)
 
 
 def load_cases(dirs=None) -> list[Case]:
-    """Every case in ``dirs`` (folders of .toml/.json files), or the built-in library."""
+    """Every case in ``dirs`` (folders of .toml/.json files, or one folder), or the
+    built-in library."""
+    if isinstance(dirs, (str, Path)):  # one folder, not a sequence of one-letter names
+        dirs = [dirs]
     if dirs:
         folders = []
         for d in dirs:
@@ -202,7 +211,7 @@ def load_cases(dirs=None) -> list[Case]:
                 f"none in {folder}")
         for path in files:
             family = path.name.rsplit(".", 1)[0]
-            for raw in _read(path, path.read_text()):
+            for raw in _read(path, read_text(path, path.name)):
                 case = parse_case(raw, family=family, source=path.name)
                 _expect(case.name not in seen, f"{path.name}: case {case.name!r}",
                         "a unique name", f"a duplicate of one in {seen.get(case.name)}")
@@ -213,6 +222,8 @@ def load_cases(dirs=None) -> list[Case]:
 
 def select_cases(cases: list[Case], patterns=None) -> list[Case]:
     """Cases whose name (or ``family/name``) matches any glob; all when no patterns."""
+    if isinstance(patterns, str):  # one glob, not a sequence of one-letter globs
+        patterns = [patterns]
     if not patterns:
         return list(cases)
     chosen = []

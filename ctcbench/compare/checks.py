@@ -70,6 +70,30 @@ def prepare(case: Case, dtype: str) -> Prepared:
     return Prepared(case, dtype, vs, problems, answers)
 
 
+def prepare_all(cases: list[Case], dtypes=None, *, progress=None) -> dict:
+    """``{(case name, dtype): Prepared}`` for every case in each of its dtypes (only
+    ``dtypes`` when given): every problem built and checked before anything runs, so a bad
+    case file fails fast, with an error naming the file, the case and the field.
+    ``progress``: a ``ctcbench.progress.Progress`` counting the cases built."""
+    preps = {}
+    for case in cases:
+        for dtype in case.dtypes:
+            if dtypes is not None and dtype not in dtypes:
+                continue
+            try:
+                preps[case.name, dtype] = prepare(case, dtype)
+                if progress is not None:
+                    progress.update()
+            except ValueError as exc:
+                named = str(exc).startswith(f"case {case.name!r}")
+                raise ValueError(f"{case.source}: {exc}" if named else
+                                 f"{case.source}: case {case.name!r} ({dtype}): {exc}") from None
+            except Exception as exc:
+                raise ValueError(f"{case.source}: case {case.name!r} ({dtype}): expected a "
+                                 f"buildable case, got {type(exc).__name__}: {exc}") from None
+    return preps
+
+
 def _reference(prep: Prepared, ref) -> list | None:
     if prep.reference is None and prep.reference_error is None:
         start = time.perf_counter()

@@ -12,7 +12,7 @@ import types
 import numpy as np
 
 from ctcbench.caselib.library import load_cases, select_cases
-from ctcbench.compare.checks import KEY, NUMBERS, REFERENCE, RERUN, check, prepare
+from ctcbench.compare.checks import KEY, NUMBERS, REFERENCE, RERUN, check, prepare_all
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
@@ -69,17 +69,13 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         cases = select_cases(load_cases(case_dirs), cases or None)
     jobs = [(case, dtype) for case in cases for dtype in case.dtypes
             if dtypes is None or dtype in dtypes]
-    preps = {}
     bar = Progress("compare (preparing cases)", total=len(jobs), unit="cases", enabled=progress,
                    leave=False)
-    for case, dtype in jobs:  # every case builds before anything runs: a bad file fails fast
-        try:
-            preps[case.name, dtype] = prepare(case, dtype)
-            bar.update()
-        except Exception as exc:
-            bar.close()
-            raise ValueError(f"case {case.name!r} in {case.source} ({dtype}): expected a "
-                             f"buildable case, got {type(exc).__name__}: {exc}") from None
+    try:
+        preps = prepare_all(cases, dtypes, progress=bar)  # every case builds before anything runs
+    except ValueError:
+        bar.close()
+        raise
     names = list(dict.fromkeys(backends)) if backends else backend_names()
     for name in names:
         if name not in backend_names():

@@ -14,12 +14,17 @@ import numpy as np
 from ctcbench.core.ctcmath import edit_distance
 
 
+# Widest beam accepted: the number of prefixes kept grows with it (up to C**T), and each
+# costs a Python loop over C classes per frame; wider beams change nothing on these models.
+MAX_BEAM = 256
+
+
 def prefix_beam_search(log_probs: np.ndarray, *, beam: int = 8, blank: int = 0,
                        ) -> tuple[tuple[int, ...], float]:
     """One sample's ``log_probs (T, C)`` -> (best labelling, its log-probability)."""
     lp = np.asarray(log_probs, dtype=np.float64)
-    if beam < 1:
-        raise ValueError(f"beam: expected >= 1, got {beam}")
+    if not 1 <= beam <= MAX_BEAM:
+        raise ValueError(f"beam: expected an integer in [1, {MAX_BEAM}], got {beam}")
     T, C = lp.shape
     # prefix -> (log P(prefix, ends in blank), log P(prefix, ends in non-blank))
     beams: dict[tuple[int, ...], tuple[float, float]] = {(): (0.0, -np.inf)}

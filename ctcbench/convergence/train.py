@@ -26,11 +26,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, at_least,
-                                         check_config, expect, in_unit_interval, setting)
+from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, ConfigError,
+                                         at_least, check_config, expect, in_unit_interval,
+                                         setting)
 from ctcbench.convergence.ctc import TRAIN_REDUCTIONS, ctc_loss_fn
 from ctcbench.convergence.data import DataConfig, Pool, load_pool
-from ctcbench.convergence.decode import beam_decode, error_rates
+from ctcbench.convergence.decode import MAX_BEAM, beam_decode, error_rates
 from ctcbench.convergence.diagnosis import finding_codes
 from ctcbench.convergence.models import ModelConfig, build_model, num_params
 from ctcbench.core.ctcmath import greedy_decode
@@ -74,7 +75,8 @@ class TrainConfig:
     seed: int = setting(0, "Seed for init and batch order.", check=NON_NEGATIVE_INT, grid="seeds")
     threads: int = setting(1, "Torch threads per run.", check=at_least(1))
     beam: int = setting(0, "Also score the final model with prefix beam search of this width.",
-                        check=at_least(0, " (0 = greedy only)"))
+                        check=(lambda v: 0 <= v <= MAX_BEAM,
+                               f"an integer in [0, {MAX_BEAM}] (0 = greedy only)"))
     diagnose_every: int = setting(0, "Every N steps (a multiple of --eval-every) run "
                                   "ctcbench.diagnose on a held-out batch and record the finding "
                                   "codes in the curve rows (0 = off).", check=NON_NEGATIVE_INT)
@@ -215,6 +217,19 @@ def model_from_checkpoint(path) -> tuple[torch.nn.Module, TrainConfig]:
     state = load_checkpoint(path)
     try:
         cfg = TrainConfig.from_dict(state["config"])
+    except (TypeError, ValueError, AttributeError):
+        raise ValueError(f"checkpoint: expected a config written by `ctcbench convergence`, "
+                         f"got {str(path)!r} (its config has unknown or missing fields)") from None
+    try:  # a charset that cannot name the model's classes would fail at decode time
+        cfg.check()
+    except ConfigError as exc:
+        raise ValueError(f"checkpoint: expected a valid config, got {str(path)!r} "
+                         f"(config {exc})") from None
+    if cfg.model.num_classes != len(cfg.data.charset) + 1:
+        raise ValueError(f"checkpoint: expected model.num_classes = len(data.charset) + 1 = "
+                         f"{len(cfg.data.charset) + 1}, got {cfg.model.num_classes} in "
+                         f"{str(path)!r}")
+    try:
         model = build_model(cfg.model)
         model.load_state_dict(state["model"])
     except (TypeError, ValueError, KeyError, RuntimeError, AttributeError):

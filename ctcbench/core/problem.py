@@ -29,13 +29,16 @@ def _expect(ok: bool, name: str, expected: str, got) -> None:
         raise ValueError(f"{name}: expected {expected}, got {got}")
 
 
-def _int_vector(x, name: str, n: int | None) -> np.ndarray:
+def _int_vector(x, name: str, n: int | None, *, most: int, bound: str) -> np.ndarray:
+    """A 1-D integer array in ``[0, most]``, as int64; the range is checked in the caller's
+    dtype, before the cast, so a uint64 2**64 - 1 cannot wrap to -1."""
     arr, dtype = to_numpy(x, name)
     _expect(arr.ndim == 1, name, "a 1-D integer array", f"shape {arr.shape}")
     _expect(arr.dtype.kind in "iu", name, "an integer dtype", dtype)
     if n is not None:
         _expect(arr.shape[0] == n, name, f"shape ({n},) (one per batch element)", f"shape {arr.shape}")
     _expect(bool((arr >= 0).all()), name, "non-negative lengths", arr.tolist())
+    _expect(bool((arr <= most).all()), name, f"values <= {bound}", arr.tolist())
     return arr.astype(np.int64)
 
 
@@ -53,6 +56,12 @@ def _one_sample(targets, input_lengths, target_lengths):
     return targets[None, :], lengths[0], lengths[1]  # (1, L), (1,), (1,)
 
 
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only: a validated problem cannot be changed afterwards."""
+    arr.flags.writeable = False
+    return arr
+
+
 class CTCProblem:
     """One batch of CTC inputs, validated once, in the canonical layout.
 
@@ -64,13 +73,13 @@ class CTCProblem:
       input_lengths: ``(N,)`` valid frames per sample, ``<= T``.
       target_lengths: ``(N,)`` labels per sample, ``<= L``.
       blank: index of the blank class in ``[-C, C)``; a negative one counts from the end
-        (``-1`` is the last class, TensorFlow's convention) and is stored as ``blank % C``.
+        (``-1`` is ``C - 1``, TensorFlow's ``blank_index=-1``) and is stored as ``blank % C``.
 
     The targets are stored padded int64 whatever form they came in; ``target_layout``
     (``"padded"`` or ``"concatenated"``) and ``index_dtype`` (``"int32"`` or ``"int64"``)
     remember the caller's form, so adapters that take both can hand it on unchanged.
 
-    Attributes:
+    Attributes (read-only arrays, private to the problem):
       logits: ``(T, N, C)`` NumPy array in the given dtype (bfloat16 is held as float32).
       dtype: name of the dtype the caller asked for, e.g. ``"float32"`` or ``"bfloat16"``.
       targets: ``(N, L)`` int64; entries past ``target_lengths`` are set to ``blank``.
@@ -93,22 +102,22 @@ class CTCProblem:
         _expect(C > 0, "logits", "at least one class (C > 0)", f"shape {logits.shape}")
         _expect(isinstance(blank, (int, np.integer)) and not isinstance(blank, bool),
                 "blank", "an int", repr(blank))
-        _expect(-C <= blank < C, "blank", f"an index in [-{C}, {C}) (negative counts from the end)",
-                blank)
-        blank = int(blank) % C
+        _expect(-C <= blank < C, "blank",
+                f"an index in [-{C}, {C}) (negative counts from the end, -1 = {C - 1})", blank)
+        blank = int(blank) % C  # -1 -> C - 1, as TensorFlow's blank_index
 
-        input_lengths = _int_vector(input_lengths, "input_lengths", N)
-        target_lengths = _int_vector(target_lengths, "target_lengths", N)
-        _expect(bool((input_lengths <= T).all()), "input_lengths",
-                f"values <= T = {T}", input_lengths.tolist())
+        input_lengths = _int_vector(input_lengths, "input_lengths", N, most=T, bound=f"T = {T}")
+        target_lengths = _int_vector(target_lengths, "target_lengths", N,
+                                     most=np.iinfo(np.int64).max, bound="2**63 - 1")
         target_layout, index_dtype = self._target_form(targets)
-        targets = self._padded_targets(targets, target_lengths, N)
+        targets = self._padded_targets(targets, target_lengths, N)  # (N, L), caller's dtype
 
         L = targets.shape[1]
         valid_label = np.arange(L)[None, :] < target_lengths[:, None]  # (N, L)
-        labels = targets[valid_label]
+        labels = targets[valid_label]  # checked before the int64 cast, which could wrap
         _expect(bool(((labels >= 0) & (labels < C)).all()), "targets",
                 f"labels in [0, {C})", sorted(set(labels[(labels < 0) | (labels >= C)].tolist())))
+        targets = targets.astype(np.int64)
         bad = np.argwhere(valid_label & (targets == blank))
         _expect(len(bad) == 0, "targets", f"no label equal to blank={blank}",
                 f"blank at (sample, position) {[tuple(map(int, b)) for b in bad[:5]]}")
@@ -124,12 +133,13 @@ class CTCProblem:
                              f"every valid frame, got +inf, NaN or no finite value at t={t}, "
                              f"n={n} (input_lengths[{n}] = {input_lengths[n]})")
 
-        self.logits = logits
+        # Private, read-only copies: a validated problem cannot be changed afterwards.
+        self.logits = _frozen(np.array(logits, copy=True))
         self.dtype = dtype
-        self.targets = np.where(valid_label, targets, blank).astype(np.int64)
-        self.input_lengths = input_lengths
-        self.target_lengths = target_lengths
-        self.blank = int(blank)
+        self.targets = _frozen(np.where(valid_label, targets, blank).astype(np.int64))
+        self.input_lengths = _frozen(input_lengths)
+        self.target_lengths = _frozen(target_lengths)
+        self.blank = blank
         self.target_layout = target_layout
         self.index_dtype = index_dtype
         self.unbatched = unbatched
@@ -151,7 +161,7 @@ class CTCProblem:
             _expect(targets.shape[0] == total, "targets",
                     f"a concatenated 1-D array of length sum(target_lengths) = {total}",
                     f"length {targets.shape[0]}")
-            padded = np.zeros((N, int(target_lengths.max(initial=0))), dtype=np.int64)
+            padded = np.zeros((N, int(target_lengths.max(initial=0))), dtype=targets.dtype)
             ends = np.cumsum(target_lengths)
             for n, (start, end) in enumerate(zip(ends - target_lengths, ends)):
                 padded[n, : end - start] = targets[start:end]
@@ -162,7 +172,7 @@ class CTCProblem:
                 f"shape {targets.shape}")
         _expect(bool((target_lengths <= targets.shape[1]).all()), "target_lengths",
                 f"values <= padded target width L = {targets.shape[1]}", target_lengths.tolist())
-        return targets.astype(np.int64)
+        return targets
 
     # -- shapes -------------------------------------------------------------------
     @property

@@ -74,7 +74,7 @@ def test_bad_build_errors_name_the_field():
     """A build table without samples, or with a table of the wrong width, says what it expected."""
     with pytest.raises(ValueError, match="build.sample: expected a non-empty list"):
         build_raw({"generator": "random", "C": 3}, case="c")
-    with pytest.raises(ValueError, match="build.C: expected a positive int"):
+    with pytest.raises(ValueError, match="build.C: expected an integer >= 1"):
         build_raw({"generator": "random", "sample": [{"target": [1], "T": 2}]}, case="c")
     with pytest.raises(ValueError, match="expected 'probs' or 'logits'"):
         build_raw({"generator": "table", "C": 3, "sample": [{"target": [1], "T": 2}]}, case="c")

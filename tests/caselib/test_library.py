@@ -144,10 +144,10 @@ def test_cases_command_lists_library_and_user_folders(tmp_path):
      "bad.toml: case 'x' tolerance: expected tables named after dtypes"),
     ("bad.toml", MINIMAL.format(name="x", oracle="brute_force")
      + '[case.tolerance.float32]\ngrad_atol = "abc"\n',
-     "bad.toml: case 'x' tolerance.float32.grad_atol: expected a non-negative number, got 'abc'"),
+     "bad.toml: case 'x' tolerance.float32.grad_atol: expected a finite non-negative number, got 'abc'"),
     ("bad.toml", MINIMAL.format(name="x", oracle="brute_force")
      + '[case.tolerance.float32]\nloss_rtol = -1\n',
-     "bad.toml: case 'x' tolerance.float32.loss_rtol: expected a non-negative number"),
+     "bad.toml: case 'x' tolerance.float32.loss_rtol: expected a finite non-negative number"),
     ("bad.toml", MINIMAL.format(name="x", oracle="brute_force").replace(
         'provenance = "test"', 'provenance = "test"\ndtypes = "float32"'),
      "bad.toml: case 'x' dtypes: expected a list"),

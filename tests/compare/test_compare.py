@@ -283,7 +283,7 @@ def test_unbuildable_user_case_fails_before_running(tmp_path):
     res = CliRunner().invoke(cli, ["compare", "--backend", "numpy", "--cases", str(folder),
                                    "--out", str(out)])
     assert res.exit_code == 1 and "Traceback" not in res.output
-    assert "case 'too_big' in big.toml (float32): expected a buildable case" in res.output
+    assert "big.toml: case 'too_big' (float32): logits: expected C**T <=" in res.output
     assert "C**T <=" in res.output and not out.exists()
 
 

@@ -39,7 +39,7 @@ def test_beam_decode_batch_matches_per_sample(rng):
 
 def test_beam_rejects_zero_width():
     """A beam of width 0 is a clear error naming the argument."""
-    with pytest.raises(ValueError, match="beam: expected >= 1"):
+    with pytest.raises(ValueError, match=r"beam: expected an integer in \[1, 256\]"):
         prefix_beam_search(np.zeros((2, 3)), beam=0)
 
 

@@ -67,7 +67,7 @@ def test_table_output_and_resume(tmp_path):
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")),
     (["--min-len", "5", "--max-len", "2"], "--max-len: expected >= min_len (5), got 2"),
     (["--jobs", "0"], "--jobs: expected >= 1, got 0"),
-    (["--beam", "-1"], "--beam: expected >= 0 (0 = greedy only), got -1"),
+    (["--beam", "-1"], "--beam: expected an integer in [0, 256] (0 = greedy only), got -1"),
     (["--channels", "0"], "--channels: expected >= 1, got 0"),
     (["--hidden", "0"], "--hidden: expected >= 1, got 0"),
     (["--momentum", "-1"], "--momentum: expected a value >= 0, got -1.0"),

@@ -104,4 +104,4 @@ def test_negative_beam_is_rejected(tmp_path):
     Image.new("L", (64, 32), 255).save(image)
     res = CliRunner().invoke(cli, ["predict", "--beam", "-1", "--checkpoint", str(tmp_path / "x.pt"),
                                    str(image)])
-    assert res.exit_code != 0 and "beam: expected >= 0" in res.output, res.output
+    assert res.exit_code != 0 and "beam: expected an integer in [0, 256]" in res.output, res.output

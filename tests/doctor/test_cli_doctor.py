@@ -51,7 +51,7 @@ def test_warning_fails_only_with_strict(tmp_path, batch):
     p, arrays = batch
     rng = np.random.default_rng(0)
     arrays = dict(arrays, log_probs=trained_log_probs(rng, p, paths=np.zeros((50, 6), int)))
-    torch.save({k: torch.from_numpy(np.asarray(v)) for k, v in arrays.items()},
+    torch.save({k: torch.tensor(np.asarray(v)) for k, v in arrays.items()},
                tmp_path / "plateau.pt")
     assert _run(tmp_path / "plateau.pt").exit_code == 0
     result = _run(tmp_path / "plateau.pt", "--strict")

@@ -78,9 +78,9 @@ def test_torch_tensors_with_grad_are_accepted(rng):
     import torch
     p = _problem(rng)
     lp = torch.tensor(trained_log_probs(rng, p), dtype=torch.float32, requires_grad=True)
-    report = ctcbench.diagnose(lp, targets=torch.from_numpy(p.targets),
-                               input_lengths=torch.from_numpy(p.input_lengths),
-                               target_lengths=torch.from_numpy(p.target_lengths))
+    report = ctcbench.diagnose(lp, targets=torch.tensor(p.targets),
+                               input_lengths=torch.tensor(p.input_lengths),
+                               target_lengths=torch.tensor(p.target_lengths))
     assert report.ok and report.summary["dtype"] == "float32"
 
 
@@ -425,10 +425,11 @@ def test_blank_index_that_no_loss_can_confirm_is_only_a_note(rng):
     label equal to the blank is still an error)."""
     C = 12
     p = _problem(rng, C=C, blank=C - 1)
-    p.targets[:, 0] = 0
-    p.target_lengths[:] = np.maximum(p.target_lengths, 1)
-    report = diagnose(trained_log_probs(rng, p), targets=p.targets,
-                      input_lengths=p.input_lengths, target_lengths=p.target_lengths, blank=0)
+    targets, target_lengths = p.targets.copy(), np.maximum(p.target_lengths, 1)
+    targets[:, 0] = 0
+    p = CTCProblem(p.logits, targets, p.input_lengths, target_lengths, blank=C - 1)
+    report = diagnose(trained_log_probs(rng, p), targets=targets,
+                      input_lengths=p.input_lengths, target_lengths=target_lengths, blank=0)
     assert _problems(report) == {"target-contains-blank"}, report
     notes = [f for f in report.findings if f.code == "blank-index"]
     assert len(notes) == 1 and notes[0].severity == "info"

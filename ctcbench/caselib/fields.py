@@ -1,0 +1,93 @@
+"""Typed readers for the values of a case file's tables.
+
+Each reader takes the raw value (from TOML or JSON) and ``where``, the field's full name
+(``"case 'x' build.sample[0].T"``), and returns the value in the type the builders use, or
+raises ``ValueError("WHERE: expected X, got Y")``. Numbers are range-checked as read, before
+any cast, so nothing wraps or is taken modulo something.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def fail(where: str, expected: str, got) -> None:
+    raise ValueError(f"{where}: expected {expected}, got {got}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def integer(value, where: str, *, lo: int | None = None, hi: int | None = None) -> int:
+    """An int (not a bool, not a float) in ``[lo, hi]``."""
+    span = (f" >= {lo}" if hi is None else f" in [{lo}, {hi}]") if lo is not None else (
+        f" <= {hi}" if hi is not None else "")
+    if not _is_int(value):
+        fail(where, f"an integer{span}", repr(value))
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        fail(where, f"an integer{span}", repr(value))
+    return int(value)
+
+
+def number(value, where: str, *, lo: float | None = None, hi: float | None = None,
+           finite: bool = True, lo_open: bool = False) -> float:
+    """A float or int (not a bool); finite unless ``finite=False`` (then NaN/inf pass)."""
+    span = []
+    if lo is not None:
+        span.append(f"{'>' if lo_open else '>='} {lo:g}")
+    if hi is not None:
+        span.append(f"<= {hi:g}")
+    want = ("a finite number" if finite else "a number") + (" " + " and ".join(span) if span else "")
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+        fail(where, want, repr(value))
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        if finite:
+            fail(where, want, repr(value))
+        return value
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        fail(where, want, repr(value))
+    if hi is not None and value > hi:
+        fail(where, want, repr(value))
+    return value
+
+
+def int_list(value, where: str, *, lo: int, hi: int, not_: int | None = None) -> list[int]:
+    """A list of ints in ``[lo, hi]`` (none equal to ``not_``)."""
+    want = f"a list of integers in [{lo}, {hi}]" + (f" other than {not_}" if not_ is not None else "")
+    if not isinstance(value, list) or not all(_is_int(v) for v in value):
+        fail(where, want, repr(value))
+    bad = [v for v in value if v < lo or v > hi or v == not_]
+    if bad:
+        fail(where, want, f"{value!r} (bad: {bad})")
+    return [int(v) for v in value]
+
+
+def table(value, where: str, *, width: int | None) -> np.ndarray:
+    """``(rows, width)`` float64 from a rectangular list of lists of numbers (NaN/inf allowed)."""
+    want = "a rectangular table (a list of rows of numbers" + (
+        f", {width} per row)" if width is not None else ")")
+    if not isinstance(value, list) or not all(isinstance(r, list) for r in value):
+        fail(where, want, repr(value)[:80])
+    lengths = sorted({len(r) for r in value})
+    if len(lengths) > 1 or (width is not None and value and lengths != [width]):
+        fail(where, want, f"row lengths {lengths}")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for r in value for x in r):
+        fail(where, want, "a non-number in a row")
+    return np.asarray(value, dtype=np.float64).reshape(len(value), lengths[0] if value else (width or 0))
+
+
+def choice(value, where: str, options) -> str:
+    """One of ``options`` (strings)."""
+    if not isinstance(value, str) or value not in options:
+        fail(where, f"one of {', '.join(options)}", repr(value))
+    return value
+
+
+def flag(value, where: str) -> bool:
+    """A boolean (true/false), not 0/1 or a string."""
+    if not isinstance(value, bool):
+        fail(where, "true or false", repr(value))
+    return value
