@@ -113,7 +113,7 @@ class TorchBackend:
         its sum for ``"none"``) w.r.t. the logits, through torch's own log_softmax."""
         self._check(problem)
         torch = self.torch
-        logits = torch.from_numpy(problem.logits).to(self.device, getattr(torch, problem.dtype))
+        logits = torch.from_numpy(problem.logits.copy()).to(self.device, getattr(torch, problem.dtype))
         logits.requires_grad_()  # (T, N, C)
         loss = torch.nn.functional.ctc_loss(logits.log_softmax(-1), *self._inputs(problem),
                                             blank=problem.blank, reduction=reduction,
