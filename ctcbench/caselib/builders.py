@@ -81,6 +81,7 @@ GENERATORS: dict[str, Callable] = {
     "random": _random,
     "uniform": _uniform,
     "mt19937_uniform": _uniform,  # per-sample zeros; the whole batch is drawn by _batch_draw
+    "numpy_normal": _uniform,  # per-sample zeros; the whole batch is drawn by _numpy_normal
     "arrays": None,  # the whole problem as arrays in the build table, see _arrays
 }
 
@@ -100,6 +101,14 @@ def _batch_draw(build: dict, shape: tuple[int, int, int], case: str) -> np.ndarr
     for c, value in build.get("set_class", ()):  # e.g. warp-ctc's inf_test: class 2 = -1e30
         x[:, :, fields.integer(c, _where(case, "set_class"), lo=0, hi=C - 1)] = float(value)
     return x
+
+
+def _numpy_normal(build: dict, shape: tuple[int, int, int]) -> np.ndarray:
+    """``numpy_normal``: ``np.random.seed(seed)`` then ``np.random.randn(N, T, C)``, NumPy's
+    legacy global stream drawn batch-major as optax's tests draw it, returned as ``(T, N, C)``."""
+    T, N, C = shape
+    x = np.random.RandomState(int(build.get("seed", 0))).standard_normal((N, T, C))  # (N, T, C)
+    return x.transpose(1, 0, 2)  # (T, N, C)
 
 
 def _arrays(build: dict, case: str) -> Raw:
@@ -229,6 +238,8 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
         logits[: len(f), n] = f
     if build["generator"] == "mt19937_uniform":
         logits = _batch_draw(build, logits.shape, case)
+    elif build["generator"] == "numpy_normal":
+        logits = _numpy_normal(build, logits.shape)
     L = max((len(t) for t in targets), default=0)
     padded = np.full((len(targets), max(L, 1)), blank, dtype=np.int64)  # (N, L)
     for n, t in enumerate(targets):

@@ -87,6 +87,7 @@ class Case:
     ordering: tuple[str, ...] = ()
     tolerances: dict = field(default_factory=dict)  # dtype -> Tolerance
     source: str = ""
+    folder: str = ""  # the sub-folder of the library holding the file, e.g. "peers"
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
@@ -178,17 +179,18 @@ def _read(path, text: str) -> list[dict]:
     return cases
 
 
-def _case_files(folder) -> list:
-    """Case files in ``folder`` and its sub-folders (e.g. ``cases/peers/``), by name."""
+def _case_files(folder, prefix: str = "") -> list:
+    """``(sub-folder, file)`` for the case files in ``folder`` and its sub-folders (e.g.
+    ``cases/peers/``), by file name."""
     try:
         entries = list(folder.iterdir())
     except OSError as exc:
         raise ValueError(f"cases: expected a readable folder of .toml/.json case files, got "
                          f"{str(folder)!r} ({exc.strerror or type(exc).__name__})") from None
-    files = [p for p in entries if p.name.endswith((".toml", ".json"))]
+    files = [(prefix, p) for p in entries if p.name.endswith((".toml", ".json"))]
     for sub in sorted((p for p in entries if p.is_dir()), key=lambda p: p.name):
-        files += _case_files(sub)
-    return sorted(files, key=lambda p: p.name)
+        files += _case_files(sub, f"{prefix}/{sub.name}" if prefix else sub.name)
+    return sorted(files, key=lambda f: f[1].name)
 
 
 def load_cases(dirs=None) -> list[Case]:
@@ -209,10 +211,10 @@ def load_cases(dirs=None) -> list[Case]:
         files = _case_files(folder)
         _expect(bool(files), "cases", "a folder holding .toml or .json case files",
                 f"none in {folder}")
-        for path in files:
+        for sub, path in files:
             family = path.name.rsplit(".", 1)[0]
             for raw in _read(path, read_text(path, path.name)):
-                case = parse_case(raw, family=family, source=path.name)
+                case = replace(parse_case(raw, family=family, source=path.name), folder=sub)
                 _expect(case.name not in seen, f"{path.name}: case {case.name!r}",
                         "a unique name", f"a duplicate of one in {seen.get(case.name)}")
                 seen[case.name] = path.name
@@ -221,7 +223,8 @@ def load_cases(dirs=None) -> list[Case]:
 
 
 def select_cases(cases: list[Case], patterns=None) -> list[Case]:
-    """Cases whose name (or ``family/name``) matches any glob; all when no patterns."""
+    """Cases whose name (or ``family/name``, or ``folder/family/name`` for a file in a
+    sub-folder such as ``peers/``) matches any glob; all when no patterns."""
     if isinstance(patterns, str):  # one glob, not a sequence of one-letter globs
         patterns = [patterns]
     if not patterns:
@@ -229,7 +232,8 @@ def select_cases(cases: list[Case], patterns=None) -> list[Case]:
     chosen = []
     for pattern in patterns:
         hits = [c for c in cases if fnmatch.fnmatchcase(c.name, pattern)
-                or fnmatch.fnmatchcase(f"{c.family}/{c.name}", pattern)]
+                or fnmatch.fnmatchcase(f"{c.family}/{c.name}", pattern)
+                or (c.folder and fnmatch.fnmatchcase(f"{c.folder}/{c.family}/{c.name}", pattern))]
         _expect(bool(hits), "case", "a name or glob matching at least one case",
                 f"{pattern!r}; known cases: {', '.join(c.name for c in cases)}")
         chosen += [c for c in hits if c not in chosen]

@@ -78,3 +78,18 @@ def test_bad_build_errors_name_the_field():
         build_raw({"generator": "random", "sample": [{"target": [1], "T": 2}]}, case="c")
     with pytest.raises(ValueError, match="expected 'probs' or 'logits'"):
         build_raw({"generator": "table", "C": 3, "sample": [{"target": [1], "T": 2}]}, case="c")
+
+
+def test_numpy_normal_replays_the_legacy_global_stream():
+    """numpy_normal gives what np.random.seed(s); np.random.randn(N, T, C) gives, time-major."""
+    state = np.random.get_state()
+    try:
+        np.random.seed(1234)
+        want = np.random.randn(2, 7, 5)  # (N, T, C), as optax's CTCTest draws
+    finally:
+        np.random.set_state(state)
+    raw = build_raw({"generator": "numpy_normal", "C": 5, "seed": 1234, "T": 7,
+                     "sample": [{"target": [1, 2], "T": 5}, {"target": [3], "T": 7}]})
+    assert raw.logits.shape == (7, 2, 5)
+    np.testing.assert_array_equal(raw.logits, want.transpose(1, 0, 2))
+    assert raw.input_lengths.tolist() == [5, 7]

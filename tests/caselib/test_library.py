@@ -41,12 +41,11 @@ def test_builtin_library_is_found_and_large_enough(library):
 def test_every_case_has_provenance_description_and_known_answer(library):
     """No case without a one-line description, a provenance and an oracle; the peers' suites
     (cases/peers/) may also check against the reference, differences or an expected error."""
-    peers = {"warpctc", "tensorflow", "pytorch", "optax"}
     for case in library:
         assert case.description and "\n" not in case.description, case.name
         assert case.provenance, case.name
         allowed = {"published", "brute_force", "single_path", "empty_target", "uniform"}
-        if case.family in peers:
+        if case.folder == "peers":
             allowed |= {"reference", "finite_difference", None}
             assert " @ " in case.provenance, case.name  # repository path @ commit
         assert case.expect.get("oracle") in allowed, case.name
@@ -166,3 +165,12 @@ def test_wrongly_typed_fields_fail_at_load_time(tmp_path, file, text, message):
         assert res.exit_code == 1 and "Traceback" not in res.output, res.output
         assert f"Error: {message}" in res.output
     assert not (tmp_path / "run").exists()
+
+
+def test_select_by_folder_glob(library):
+    """A glob over folder/family/name picks the peers' suites in cases/peers/ and nothing else."""
+    picked = select_cases(library, ["peers/*"])
+    assert picked and all(c.folder == "peers" for c in picked)
+    assert {c.family for c in picked} >= {"pytorch", "optax", "flashlight"}
+    assert len(picked) == sum(c.folder == "peers" for c in library)
+    assert [c.family for c in select_cases(library, ["peers/optax/*"])] == ["optax"] * 3
