@@ -27,6 +27,7 @@ import threading
 import numpy as np
 
 from ctcbench.bench.sizes import Size, expect, make_problem
+from ctcbench.protocol import as_result
 from ctcbench.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
                                get_backend)
 from ctcbench.timing import CallTimes, time_calls, timed
@@ -139,14 +140,14 @@ class _Timer:
             return self.worker.bench(None, repeat=1, number=number).times_s[0]
         return timed(self.call, number)
 
-    def roundtrip(self) -> float | None:
-        """One call as a driver makes it; for a worker, the seconds it took beyond the call
-        itself (sending the problem, the pipe, the reply); ``None`` in-process."""
+    def roundtrip(self) -> tuple[float | None, list[str]]:
+        """One call as a driver makes it: the seconds it took beyond the call itself for a
+        worker (sending the problem, the pipe, the reply; ``None`` in-process), and the
+        result's notes (what the backend really did, e.g. the shape it compiled for)."""
         if self.worker is None:
-            self.call()
-            return None
-        _, wall_s, run_s = self.worker.run_timed(self.problem, exact_shape=True)
-        return max(wall_s - run_s, 0.0)
+            return None, as_result(self.call(), self.problem).notes
+        result, wall_s, run_s = self.worker.run_timed(self.problem, exact_shape=True)
+        return max(wall_s - run_s, 0.0), result.notes
 
 
 def _size_fields(size: Size) -> dict:
@@ -216,17 +217,17 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
             row.update(ratio_to_torch=float(r50), ratio_min=float(pair.min()),
                        ratio_q25=float(r25), ratio_q75=float(r75), ratio_max=float(pair.max()))
         # one more call as a driver makes it: the round trip (isolated) and the peak memory
-        trip = {}
+        trip = []
         try:
             if memory:
-                peak = peak_rss_delta(lambda: trip.update(s=ready[name].roundtrip()))
+                peak = peak_rss_delta(lambda: trip.append(ready[name].roundtrip()))
                 row["peak_rss_mb"] = None if peak is None else peak / 2**20
-            elif ready[name].worker is not None:
-                trip["s"] = ready[name].roundtrip()
+            else:
+                trip.append(ready[name].roundtrip())
         except Exception as exc:
             row.update(_failure(exc))
             continue
-        row["roundtrip_s"] = trip.get("s")
+        row["roundtrip_s"], row["notes"] = trip[0]
     return [rows[name] for name in backends]
 
 
