@@ -142,8 +142,8 @@ def plot_thread_scaling(rows: list[dict], path: Path) -> Path:
             g = sorted(g, key=lambda r: r.get("threads", 1))
             n = np.array([r.get("threads", 1) for r in g])
             med = np.array([r["time_median_s"] for r in g]) * 1e3
-            lo = med - np.array([r["time_min_s"] for r in g]) * 1e3
-            hi = np.array([r["time_max_s"] for r in g]) * 1e3 - med
+            lo = np.maximum(med - np.array([r["time_min_s"] for r in g]) * 1e3, 0)
+            hi = np.maximum(np.array([r["time_max_s"] for r in g]) * 1e3 - med, 0)
             line = ax.errorbar(n, med, yerr=[lo, hi], fmt="o-", ms=4, capsize=2,
                                label=f"{name} T={T} N={N} C={C} L={L}")
             ax.plot(n, med[0] * n[0] / n, ls="--", lw=0.8, color=line[0].get_color())

@@ -31,6 +31,7 @@ F32_64 = ("float32", "float64")
 # What each built-in adapter declares (from its source); everything else is the default.
 BUILTIN_DECLARED = {
     "numpy": {"takes_grad_weights": True},
+    "numba": {"takes_grad_weights": True},
     "torch": {"dtypes": F32_64, "takes_grad_weights": True},
     "torch-cuda": {"dtypes": ("float16",) + F32_64, "device": "cuda", "takes_grad_weights": True},
     "torch-cudnn": {"dtypes": ("float32",), "device": "cuda", "takes_grad_weights": True},
