@@ -347,8 +347,9 @@ class IsolatedBackend:
             worker = _workers[key] = _Worker(self.spec, self.name, self.traits.startup_timeout_s)
         return worker
 
-    def _request(self, header: dict, arrays: dict | None) -> tuple[dict, dict]:
-        """Send one request, return the reply; failures raised as for ``run``."""
+    def _request(self, header: dict, arrays: dict | None, calls: int = 1) -> tuple[dict, dict]:
+        """Send one request of ``calls`` calls, return the reply; failures raised as for
+        ``run`` (the timeout is ``timeout_s`` per call)."""
         key = (self.spec, self.name)
         try:
             worker = self._worker()
@@ -357,7 +358,7 @@ class IsolatedBackend:
             raise
         try:
             worker.send(_pack(header, arrays))
-            reply, out = worker.receive(self.traits.timeout_s)
+            reply, out = worker.receive(self.traits.timeout_s * calls)
         except _Died:
             _workers.pop(key, None)
             raise worker.crashed() from None
@@ -398,7 +399,8 @@ class IsolatedBackend:
         else:
             header, arrays = {"op": "bench"}, None
         header.update(warmup=warmup, repeat=repeat, number=number, exact_shape=exact_shape)
-        reply, _ = self._request(header, arrays)
+        calls = warmup + (number is None) + repeat * (number or 1)
+        reply, _ = self._request(header, arrays, calls=max(calls, 1))
         return CallTimes(reply["first_call_s"], reply["number"], list(reply["times_s"]))
 
     def close(self) -> None:
