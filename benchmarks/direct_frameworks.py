@@ -10,9 +10,11 @@ direct time and their ratio (the goal: within +-30%).
     python benchmarks/direct_frameworks.py --rounds 5 --repeat 7
     python benchmarks/direct_frameworks.py --bench-run reports/bench-x   # compare a saved run
 
-Rounds are interleaved (every framework directly, then the bench, then again), and medians
-are taken over rounds, so load on a shared machine hits both sides alike; the min-max of the
-per-round ratios says how noisy the machine was.
+Rounds are interleaved (each framework directly, then the same framework in the bench, back
+to back; then the next framework; then the next round), ratios are taken pair by pair within
+a round and their median over rounds is shown, so load on a shared machine hits both sides
+alike; the min-max of the per-round ratios and the spread of the direct times over rounds say
+how noisy the machine was.
 
 What is timed directly (float64 except tf, one thread, problem built once, inputs already in the
 framework's arrays; every target exactly L labels with no adjacent repeats, every input T frames):
@@ -230,7 +232,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--bench-run", default=None, help="a bench run folder to compare instead "
-                   "of running the bench (then the direct side alone is interleaved)")
+                   "of running the bench (then only the direct side is repeated)")
     p.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--sizes", default=None, help=argparse.SUPPRESS)
@@ -244,13 +246,13 @@ def main(argv=None) -> int:
     bench = []  # one {(backend, size): row} per round
     started = time.time()
     for r in range(a.rounds):
-        for fw in frameworks:
+        rows = {}
+        for fw in frameworks:  # each framework directly, then in the bench, back to back
             direct[fw].append(run_direct(fw, SIZES, a.repeat))
-            print(f"round {r + 1}: {fw} direct done ({time.time() - started:.0f} s)",
-                  file=sys.stderr)
-        if a.bench_run is None:
-            bench.append(run_bench(SIZES, a.repeat, frameworks))
-            print(f"round {r + 1}: bench done ({time.time() - started:.0f} s)", file=sys.stderr)
+            if a.bench_run is None:
+                rows.update(run_bench(SIZES, a.repeat, [fw]))
+            print(f"round {r + 1}: {fw} done ({time.time() - started:.0f} s)", file=sys.stderr)
+        bench.append(rows)
     if a.bench_run is not None:
         bench = [bench_rows_from(a.bench_run)]
     print(f"{a.rounds} rounds x {a.repeat} repeats, one thread; "
