@@ -7,7 +7,9 @@ unless run in-process). The function is jitted once per shape: un-jitted it is h
 times slower. Compilation costs seconds per shape, so problems are padded up to the next
 power of four in T, N, L and C (extra frames and labels masked, extra samples weigh 0,
 extra classes have probability 0) and the blank is moved to class 0: every small case
-shares one compiled function.
+shares one compiled function. ``run(problem, exact_shape=True)`` (what ``ctcbench bench``
+asks for) pads nothing and compiles for the problem's own shape, which is what a user who
+jits ``optax.ctc_loss`` for their batch shape gets.
 
 Trap: optax scores log(0) as ``log_epsilon = -1e5``, so an infeasible target gets a finite
 loss near 1e5 with a non-zero gradient instead of inf; such problems are refused.
@@ -52,8 +54,10 @@ class OptaxBackend:
 
         self._fn = jax.jit(jax.value_and_grad(total, has_aux=True), static_argnums=5)
 
-    def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
-        """``grad_weights (N,)``: upstream gradient per loss (default 1)."""
+    def run(self, problem: CTCProblem, *, grad_weights=None,
+            exact_shape: bool = False) -> BackendResult:
+        """``grad_weights (N,)``: upstream gradient per loss (default 1). ``exact_shape``:
+        compile for the problem's own (T, N, L, C), no bucket padding (for timing)."""
         check_dtype(problem, self.name, self.dtypes)
         refuse_infeasible(problem, self.name,
                           "optax returns a finite loss near 1e5 (log_epsilon) with a gradient")
@@ -62,8 +66,8 @@ class OptaxBackend:
         dtype = np.dtype(problem.dtype)
         T, N, C, _ = problem.shape
         labels, label_mask = padded_labels(problem)  # (N, L')
+        Tb, Nb, Lb, Cb = padded_shape(problem, exact_shape=exact_shape)
         L = labels.shape[1]
-        Tb, Nb, Lb, Cb = _bucket(T, 16), _bucket(N, 4), _bucket(L, 4), _bucket(C, 8)
         # Blank moved to class 0 (classes reordered, labels renamed): one compilation serves
         # every blank index. Extra classes get logit -1e30: probability exactly 0, gradient 0.
         order = np.array([problem.blank] + [c for c in range(C) if c != problem.blank])
@@ -83,7 +87,18 @@ class OptaxBackend:
         loss = np.asarray(loss)[:N]  # (N,)
         grad = np.asarray(grad)[:N, :T, :C][..., rename].transpose(1, 0, 2)  # (T, N, C)
         return BackendResult(loss, grad, compute_dtype=str(grad.dtype),
-                             notes=[f"jax.jit on a (T, N, L, C) = ({Tb}, {Nb}, {Lb}, {Cb}) bucket"])
+                             notes=[f"jax.jit on (T, N, L, C) = ({Tb}, {Nb}, {Lb}, {Cb})"
+                                    + (" (exact shape)" if exact_shape else " (bucket)")])
+
+
+def padded_shape(problem: CTCProblem, *, exact_shape: bool = False) -> tuple[int, int, int, int]:
+    """The ``(T, N, L, C)`` the jitted function is called (and compiled) with: the problem's
+    own, ``L`` at least 1, with ``exact_shape``; else each padded to its power-of-four bucket."""
+    T, N, C, L = problem.shape
+    L = max(L, 1)  # padded_labels keeps one label column for an empty target axis
+    if exact_shape:
+        return T, N, L, C
+    return _bucket(T, 16), _bucket(N, 4), _bucket(L, 4), _bucket(C, 8)
 
 
 def _bucket(n: int, least: int) -> int:

@@ -195,8 +195,9 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
               help="Named size grid, or a JSON/CSV file of T,N,C,L rows.")
 @click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed measurements per backend and size (after one warm-up call).")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Threads for torch and NumPy's BLAS.")
+@click.option("--threads", default="1", show_default=True, metavar="N[,N...]",
+              help="Threads for every backend (torch, numba, the frameworks' pools); a list "
+                   "such as 1,2 measures each count (one row per count, thread-scaling plot).")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64",
               show_default=True, help="Logits dtype handed to every backend.")
 @format_option("table", "json", "csv")

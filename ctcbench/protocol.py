@@ -194,8 +194,8 @@ class BackendTraits:
     """Everything optional a backend may declare, with its default; read by :meth:`of`.
 
     A backend declares a trait as a class (or instance) attribute of the same name; one it
-    leaves out takes the default below. ``takes_grad_weights`` is not declared but read off
-    ``run``'s signature.
+    leaves out takes the default below. ``takes_grad_weights`` and ``takes_exact_shape`` are
+    not declared but read off ``run``'s signature.
     """
 
     # run in a worker process (ctcbench.worker): set by the third-party frameworks, whose
@@ -224,13 +224,17 @@ class BackendTraits:
     # gradient of that loss (of its sum for "none"); compare checks it against
     # ctcbench.reduce_loss. Read off the backend (a method of that name), never declared
     runs_reduced: bool = False
+    # run() accepts exact_shape=True: compute on the problem's own shape, with no padding to
+    # shared compilation buckets (what `bench` asks for); read off its signature
+    takes_exact_shape: bool = False
 
     @classmethod
     def of(cls, backend) -> "BackendTraits":
         """The traits ``backend`` declares, defaults for the rest; a declared value of the
         wrong kind is a ValueError "CLASS.ATTR: expected X, got Y"."""
         values = {"takes_grad_weights": run_takes(backend, "grad_weights"),
-                  "runs_reduced": callable(getattr(backend, "run_reduced", None))}
+                  "runs_reduced": callable(getattr(backend, "run_reduced", None)),
+                  "takes_exact_shape": run_takes(backend, "exact_shape")}
         for f in fields(cls):
             if f.name not in _CHECKS or not hasattr(backend, f.name):
                 continue

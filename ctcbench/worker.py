@@ -23,7 +23,10 @@ Exceptions the backend raises in the worker come back as themselves
 
 Protocol (no pickle): the parent runs ``python -m ctcbench.worker SPEC NAME`` with pipes;
 each message is a length-prefixed JSON header plus a length-prefixed ``.npz`` blob of
-arrays, loaded with ``allow_pickle=False``. The worker keeps the real stdout for the
+arrays, loaded with ``allow_pickle=False``. Requests: ``run`` (one call; the reply carries
+the loss, the gradient and ``run_s``, the call's seconds inside the worker) and ``bench``
+(the timing loop of :mod:`ctcbench.timing` run inside the worker on a problem sent once and
+kept; the reply carries only the times). The worker keeps the real stdout for the
 protocol and points file descriptor 1 at stderr, so a framework that prints cannot corrupt
 it; the worker's stderr goes to a temporary file whose tail is quoted when it crashes.
 """
@@ -52,6 +55,7 @@ from ctcbench.protocol import (
     BackendUnavailable,
     UnsupportedProblem,
 )
+from ctcbench.timing import CallTimes, time_calls
 
 THREADS_ENV = "CTCBENCH_THREADS"  # when set, workers and adapters use this many threads
 
@@ -107,8 +111,8 @@ def _raise_remote(header: dict, name: str):
 
 
 # -- the worker process -----------------------------------------------------------------------
-def _problem_arrays(problem, grad_weights) -> tuple[dict, dict]:
-    header = {"op": "run", "blank": problem.blank, "dtype": problem.dtype,
+def _problem_arrays(problem, grad_weights, op: str = "run") -> tuple[dict, dict]:
+    header = {"op": op, "blank": problem.blank, "dtype": problem.dtype,
               "target_layout": problem.target_layout, "index_dtype": problem.index_dtype}
     arrays = {"logits": problem.logits, "targets": problem.targets,
               "input_lengths": problem.input_lengths, "target_lengths": problem.target_lengths}
@@ -120,7 +124,6 @@ def _problem_arrays(problem, grad_weights) -> tuple[dict, dict]:
 def _serve(spec: str, name: str) -> int:
     import faulthandler
 
-    from ctcbench.core.problem import CTCProblem
     from ctcbench.protocol import as_result
     from ctcbench.registry import load_factory
 
@@ -134,14 +137,15 @@ def _serve(spec: str, name: str) -> int:
 
     try:
         impl = load_factory(spec)()
-        prepare = BackendTraits.of(impl).prepare
-        if prepare is not None:
-            prepare()
+        traits = BackendTraits.of(impl)
+        if traits.prepare is not None:
+            traits.prepare()
     except Exception as exc:
         send(_error_header(exc))
         return 1
     send({"ok": True, "pid": os.getpid()})
 
+    stored = None  # the problem of the last "bench" request that carried one
     while True:
         raw = _read_exact_blocking(proto_in, 4)
         if raw is None:
@@ -150,18 +154,38 @@ def _serve(spec: str, name: str) -> int:
         (size,) = struct.unpack(">Q", _read_exact_blocking(proto_in, 8))
         arrays = _unpack_arrays(_read_exact_blocking(proto_in, size) if size else b"")
         try:
-            problem = CTCProblem(arrays["logits"], arrays["targets"], arrays["input_lengths"],
-                                 arrays["target_lengths"], blank=header["blank"])
-            # bfloat16 travels as float32, as CTCProblem holds it; the caller's target form too
-            problem.dtype = header["dtype"]
-            problem.target_layout, problem.index_dtype = header["target_layout"], header["index_dtype"]
+            problem = _problem_from(header, arrays) if "logits" in arrays else stored
             kwargs = {"grad_weights": arrays["grad_weights"]} if "grad_weights" in arrays else {}
-            result = as_result(impl.run(problem, **kwargs), problem)
+            if header.get("exact_shape") and traits.takes_exact_shape:
+                kwargs["exact_shape"] = True
+            if header["op"] == "bench":
+                if problem is None:
+                    raise ValueError("bench request: expected a problem, got none sent or stored")
+                stored = problem
+                times = time_calls(lambda: impl.run(problem, **kwargs), warmup=header["warmup"],
+                                   repeat=header["repeat"], number=header.get("number"))
+                send({"ok": True, **times.to_dict()})
+                continue
+            t0 = time.perf_counter()
+            raw_result = impl.run(problem, **kwargs)
+            run_s = time.perf_counter() - t0
+            result = as_result(raw_result, problem)
         except Exception as exc:
             send(_error_header(exc))
             continue
-        send({"ok": True, "compute_dtype": result.compute_dtype, "notes": result.notes},
-             {"loss": result.loss, "grad_logits": result.grad_logits})
+        send({"ok": True, "compute_dtype": result.compute_dtype, "notes": result.notes,
+              "run_s": run_s}, {"loss": result.loss, "grad_logits": result.grad_logits})
+
+
+def _problem_from(header: dict, arrays: dict):
+    from ctcbench.core.problem import CTCProblem
+
+    problem = CTCProblem(arrays["logits"], arrays["targets"], arrays["input_lengths"],
+                         arrays["target_lengths"], blank=header["blank"])
+    # bfloat16 travels as float32, as CTCProblem holds it; the caller's target form too
+    problem.dtype = header["dtype"]
+    problem.target_layout, problem.index_dtype = header["target_layout"], header["index_dtype"]
+    return problem
 
 
 # -- the parent side --------------------------------------------------------------------------
@@ -182,7 +206,7 @@ class _Worker:
         env = dict(os.environ)
         # The child must import what the parent can (e.g. a plugin module found via sys.path).
         env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
-        threads = env.get(THREADS_ENV)
+        self.threads = threads = env.get(THREADS_ENV)  # read by the worker's frameworks at start
         if threads:
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
                 env[var] = threads
@@ -316,25 +340,25 @@ class IsolatedBackend:
     def _worker(self) -> _Worker:
         key = (self.spec, self.name)
         worker = _workers.get(key)
+        if worker is not None and worker.alive() and worker.threads != os.environ.get(THREADS_ENV):
+            worker.close()  # started for another thread count (bench --threads 1,2)
         if worker is None or not worker.alive():
             _workers.pop(key, None)
             worker = _workers[key] = _Worker(self.spec, self.name, self.traits.startup_timeout_s)
         return worker
 
-    def run(self, problem, *, grad_weights=None) -> BackendResult:
-        """Run in the worker; ``grad_weights (N,)`` is passed on where the backend takes it."""
-        if grad_weights is not None and not self.traits.takes_grad_weights:
-            raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
+    def _request(self, header: dict, arrays: dict | None, calls: int = 1) -> tuple[dict, dict]:
+        """Send one request of ``calls`` calls, return the reply; failures raised as for
+        ``run`` (the timeout is ``timeout_s`` per call)."""
         key = (self.spec, self.name)
         try:
             worker = self._worker()
         except Exception:
             _workers.pop(key, None)
             raise
-        header, arrays = _problem_arrays(problem, grad_weights)
         try:
             worker.send(_pack(header, arrays))
-            reply, out = worker.receive(self.traits.timeout_s)
+            reply, out = worker.receive(self.traits.timeout_s * calls)
         except _Died:
             _workers.pop(key, None)
             raise worker.crashed() from None
@@ -343,8 +367,41 @@ class IsolatedBackend:
             raise
         if not reply["ok"]:
             _raise_remote(reply, self.name)
-        return BackendResult(out["loss"], out["grad_logits"], reply.get("compute_dtype"),
-                             list(reply.get("notes") or []))
+        return reply, out
+
+    def run(self, problem, *, grad_weights=None) -> BackendResult:
+        """Run in the worker; ``grad_weights (N,)`` is passed on where the backend takes it."""
+        return self.run_timed(problem, grad_weights=grad_weights)[0]
+
+    def run_timed(self, problem, *, grad_weights=None,
+                  exact_shape: bool = False) -> tuple[BackendResult, float, float]:
+        """``run``, plus the seconds the call took here (the whole round trip: sending the
+        problem, the call, the reply) and inside the worker (the backend's ``run`` alone).
+        ``exact_shape`` is passed on to a backend whose ``run`` takes it."""
+        if grad_weights is not None and not self.traits.takes_grad_weights:
+            raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
+        header, arrays = _problem_arrays(problem, grad_weights)
+        header["exact_shape"] = exact_shape
+        t0 = time.perf_counter()
+        reply, out = self._request(header, arrays)
+        wall_s = time.perf_counter() - t0
+        result = BackendResult(out["loss"], out["grad_logits"], reply.get("compute_dtype"),
+                               list(reply.get("notes") or []))
+        return result, wall_s, float(reply["run_s"])
+
+    def bench(self, problem=None, *, warmup: int = 0, repeat: int = 1, number: int | None = None,
+              exact_shape: bool = True) -> CallTimes:
+        """Time the backend's ``run`` inside the worker (:func:`ctcbench.timing.time_calls`):
+        ``problem`` is sent once and kept there; ``None`` times the one sent last. The times
+        exclude the round trip; ``exact_shape`` (default) asks the backend not to pad."""
+        if problem is not None:
+            header, arrays = _problem_arrays(problem, None, op="bench")
+        else:
+            header, arrays = {"op": "bench"}, None
+        header.update(warmup=warmup, repeat=repeat, number=number, exact_shape=exact_shape)
+        calls = warmup + (number is None) + repeat * (number or 1)
+        reply, _ = self._request(header, arrays, calls=max(calls, 1))
+        return CallTimes(reply["first_call_s"], reply["number"], list(reply["times_s"]))
 
     def close(self) -> None:
         worker = _workers.pop((self.spec, self.name), None)

@@ -52,10 +52,11 @@ def load_rows(path) -> list[dict]:
             raise ValueError(f"baseline {path}: expected JSON, got a parse error ({exc})") from None
     else:
         rows = list(csv.DictReader(text.splitlines()))
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(KEY) <= set(r)
+    needed = set(KEY) - {"threads"}  # rows saved before "threads" existed ran on 1 thread
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and needed <= set(r)
                                              for r in rows) or not rows:
         raise ValueError(f"baseline {path}: expected bench rows with fields "
-                         f"{', '.join(KEY)}, got {len(rows) if isinstance(rows, list) else 0} "
+                         f"{', '.join(k for k in KEY if k in needed)}, got {len(rows) if isinstance(rows, list) else 0} "
                          f"usable rows")
     for i, row in enumerate(rows):
         try:
@@ -87,7 +88,8 @@ def check_gated(rows: list[dict], fail_on, source) -> None:
 
 
 def _key(row: dict) -> tuple:
-    return (str(row["backend"]), *(int(row[k]) for k in "TNCL"), str(row["dtype"]))
+    return (str(row["backend"]), *(int(row[k]) for k in "TNCL"), str(row["dtype"]),
+            int(row.get("threads") or 1))
 
 
 def _number(x) -> float | None:

@@ -1,9 +1,13 @@
 """Speed and peak memory of every backend's forward+backward over a grid of sizes.
 
-What is timed: ``backend.run(problem)`` end to end, the same work for every backend:
-log_softmax of the logits, the CTC forward and backward, the gradient w.r.t. the logits,
-and the adapter's conversions in and out (NumPy float64 results). One untimed warm-up
-call per backend and size comes first. Repeats are interleaved across backends (repeat 1
+What is timed: the adapter's ``run(problem)``, the same work for every backend: log_softmax
+of the logits, the CTC forward and backward, the gradient w.r.t. the logits, and the
+adapter's conversions in and out. It is timed where it runs: in this process, or, for an
+isolated backend, inside its worker process (the worker's ``bench`` request), so the round
+trip to the worker (``roundtrip_s``, measured on one extra call) and the first call (JIT
+compilation, imports: ``first_call_s``) are columns of their own, never in the kernel time.
+Backends whose ``run`` takes ``exact_shape`` are asked for it: nothing is padded to shared
+compilation buckets. Repeats are interleaved across backends (repeat 1
 of every backend, then repeat 2, ...), so load on a shared machine hits all of them alike,
 and each backend's ratio to ``torch`` is taken pair by pair within one repeat.
 
@@ -19,13 +23,14 @@ import ctypes
 import os
 import sys
 import threading
-import time
 
 import numpy as np
 
 from ctcbench.bench.sizes import Size, expect, make_problem
+from ctcbench.protocol import as_result
 from ctcbench.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
                                get_backend)
+from ctcbench.timing import CallTimes, time_calls, timed
 from ctcbench.worker import THREADS_ENV
 
 REFERENCE = "torch"  # every ratio is to this backend, measured in the same run
@@ -113,15 +118,36 @@ def peak_rss_delta(fn, *, interval: float = 0.0005) -> float | None:
 
 
 # -- measuring ---------------------------------------------------------------------------
-MIN_MEASUREMENT_S = 0.05  # a measurement loops a small size until it takes about this long
+class _Timer:
+    """Times one backend's ``run`` on one problem where the backend runs: in this process, or
+    inside its worker process (``IsolatedBackend.bench``), so the round trip to a worker never
+    enters the times. Asks for the exact shape (no padding to compilation buckets)."""
 
+    def __init__(self, backend, problem):
+        self.worker, self.problem = backend.worker, problem
+        kwargs = {"exact_shape": True} if backend.traits.takes_exact_shape else {}
+        self.call = lambda: backend.impl.run(problem, **kwargs)
 
-def _timed(backend, problem, number: int) -> float:
-    """Seconds per call, over ``number`` back-to-back calls."""
-    t0 = time.perf_counter()
-    for _ in range(number):
-        backend.run(problem)
-    return (time.perf_counter() - t0) / number
+    def start(self, warmup: int) -> CallTimes:
+        """Warm-up (the first call timed apart) and the calls-per-measurement calibration."""
+        if self.worker is not None:
+            return self.worker.bench(self.problem, warmup=warmup, repeat=0)
+        return time_calls(self.call, warmup=warmup, repeat=0)
+
+    def measure(self, number: int) -> float:
+        """Seconds per call over ``number`` back-to-back calls."""
+        if self.worker is not None:
+            return self.worker.bench(None, repeat=1, number=number).times_s[0]
+        return timed(self.call, number)
+
+    def roundtrip(self) -> tuple[float | None, list[str]]:
+        """One call as a driver makes it: the seconds it took beyond the call itself for a
+        worker (sending the problem, the pipe, the reply; ``None`` in-process), and the
+        result's notes (what the backend really did, e.g. the shape it compiled for)."""
+        if self.worker is None:
+            return None, as_result(self.call(), self.problem).notes
+        result, wall_s, run_s = self.worker.run_timed(self.problem, exact_shape=True)
+        return max(wall_s - run_s, 0.0), result.notes
 
 
 def _size_fields(size: Size) -> dict:
@@ -136,43 +162,43 @@ def _failure(exc: Exception) -> dict:
 
 
 def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup: int = 1,
-                 seed: int = 0, memory: bool = True) -> list[dict]:
-    """One row per backend for one size; ``backends`` maps name -> backend or the
-    ``(status, reason)`` it could not be created with. ``warmup`` untimed calls, one call
-    that sets how many calls one measurement loops, then ``repeat`` measurements."""
+                 seed: int = 0, memory: bool = True, threads: int = 1) -> list[dict]:
+    """One row per backend for one size; ``backends`` maps name -> loaded backend
+    (``get_backend``) or the ``(status, reason)`` it could not be created with. ``warmup``
+    calls (the first one is ``first_call_s``), one call that sets how many calls one
+    measurement loops, then ``repeat`` measurements, interleaved across backends. Every
+    call is timed where the backend runs (see :class:`_Timer`); ``threads`` is recorded."""
     try:
         problem = make_problem(size, dtype=dtype, seed=seed)
     except MemoryError as exc:  # a size too large for this machine: say so, go on to the next
         problem, no_problem = None, ("error", f"MemoryError: the {size.label} logits do not fit "
                                               f"in memory ({exc})")
-    rows, ready, warm = {}, {}, {}
+    rows, ready, number = {}, {}, {}
     for name, backend in backends.items():
-        base = {"backend": name, **_size_fields(size), "dtype": dtype, "repeat": repeat}
+        base = {"backend": name, "threads": threads, **_size_fields(size), "dtype": dtype,
+                "repeat": repeat}
         if problem is None and not isinstance(backend, tuple):
             backend = no_problem
         if isinstance(backend, tuple):
             rows[name] = {**base, "status": backend[0], "reason": backend[1]}
             continue
+        timer = _Timer(backend, problem)
         try:
-            for _ in range(warmup):
-                backend.run(problem)
-            warm[name] = _timed(backend, problem, 1)  # calibration, after the warm-up
+            start = timer.start(warmup)
         except UnsupportedProblem as exc:
             rows[name] = {**base, "status": "unsupported", "reason": str(exc)}
             continue
         except Exception as exc:  # a failing backend must not stop the others
             rows[name] = {**base, **_failure(exc)}
             continue
-        rows[name], ready[name] = {**base, "status": "ok", "reason": None}, backend
+        rows[name] = {**base, "status": "ok", "reason": None, "first_call_s": start.first_call_s}
+        ready[name], number[name] = timer, start.number
 
-    # calls per measurement: a fast backend at a small size is looped to ~MIN_MEASUREMENT_S
-    number = {name: int(np.clip(np.ceil(MIN_MEASUREMENT_S / max(w, 1e-6)), 1, 100))
-              for name, w in warm.items()}
     times = {name: [] for name in ready}
     for _ in range(repeat):  # interleaved: every backend once per repeat
-        for name, backend in list(ready.items()):
+        for name, timer in list(ready.items()):
             try:
-                times[name].append(_timed(backend, problem, number[name]))
+                times[name].append(timer.measure(number[name]))
             except Exception as exc:  # a crash in a later call must not stop the others
                 rows[name].update(_failure(exc))
                 del ready[name], times[name]
@@ -190,13 +216,18 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
             r25, r50, r75 = np.percentile(pair, [25, 50, 75])
             row.update(ratio_to_torch=float(r50), ratio_min=float(pair.min()),
                        ratio_q25=float(r25), ratio_q75=float(r75), ratio_max=float(pair.max()))
-        if memory:
-            try:
-                peak = peak_rss_delta(lambda: ready[name].run(problem))
-            except Exception as exc:
-                row.update(_failure(exc))
-                continue
-            row["peak_rss_mb"] = None if peak is None else peak / 2**20
+        # one more call as a driver makes it: the round trip (isolated) and the peak memory
+        trip = []
+        try:
+            if memory:
+                peak = peak_rss_delta(lambda: trip.append(ready[name].roundtrip()))
+                row["peak_rss_mb"] = None if peak is None else peak / 2**20
+            else:
+                trip.append(ready[name].roundtrip())
+        except Exception as exc:
+            row.update(_failure(exc))
+            continue
+        row["roundtrip_s"], row["notes"] = trip[0]
     return [rows[name] for name in backends]
 
 

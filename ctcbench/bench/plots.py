@@ -1,4 +1,5 @@
-"""Bench plots (matplotlib, Agg, PNG): time vs DP cells, and each backend's ratio to torch."""
+"""Bench plots (matplotlib, Agg, PNG): time vs DP cells, each backend's ratio to torch, time
+per DP cell against T, and (with several ``--threads``) time against the thread count."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -90,8 +91,84 @@ def plot_ratio_to_torch(rows: list[dict], path: Path) -> Path:
     return path
 
 
+def _fewest_threads(rows) -> list[dict]:
+    """The rows measured with the fewest threads (size plots compare like with like)."""
+    least = min((r.get("threads", 1) for r in rows), default=1)
+    return [r for r in rows if r.get("threads", 1) == least]
+
+
+def plot_ns_per_cell_vs_T(rows: list[dict], path: Path) -> Path:
+    """Nanoseconds per DP cell against T, one line per backend and (N, C, L) measured at two
+    or more T; a flat line means time grows linearly with T."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for name, rs in sorted(_by_backend(_fewest_threads(_ok(rows))).items()):
+        groups: dict[tuple, list[dict]] = {}
+        for r in rs:
+            groups.setdefault((r["N"], r["C"], r["L"]), []).append(r)
+        for (N, C, L), g in sorted(groups.items()):
+            if len({r["T"] for r in g}) < 2:
+                continue
+            g = sorted(g, key=lambda r: r["T"])
+            ns = [r["time_median_s"] / r["cells"] * 1e9 for r in g]
+            ax.plot([r["T"] for r in g], ns, "o-", ms=4, label=f"{name} N={N} C={C} L={L}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log_ticks(ax.yaxis)
+    ax.set_xlabel("T (frames)")
+    ax.set_ylabel("ns per DP cell (median time / T·N·S)")
+    ax.set_title("Time per DP cell against T (flat: linear in T)")
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_thread_scaling(rows: list[dict], path: Path) -> Path:
+    """Median time against the thread count, one line per backend and size measured at two
+    or more counts (min-max bars), with the ideal 1/threads line from one thread dashed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for name, rs in sorted(_by_backend(_ok(rows)).items()):
+        groups: dict[tuple, list[dict]] = {}
+        for r in rs:
+            groups.setdefault((r["T"], r["N"], r["C"], r["L"]), []).append(r)
+        for (T, N, C, L), g in sorted(groups.items()):
+            if len({r.get("threads", 1) for r in g}) < 2:
+                continue
+            g = sorted(g, key=lambda r: r.get("threads", 1))
+            n = np.array([r.get("threads", 1) for r in g])
+            med = np.array([r["time_median_s"] for r in g]) * 1e3
+            lo = np.maximum(med - np.array([r["time_min_s"] for r in g]) * 1e3, 0)
+            hi = np.maximum(np.array([r["time_max_s"] for r in g]) * 1e3 - med, 0)
+            line = ax.errorbar(n, med, yerr=[lo, hi], fmt="o-", ms=4, capsize=2,
+                               label=f"{name} T={T} N={N} C={C} L={L}")
+            ax.plot(n, med[0] * n[0] / n, ls="--", lw=0.8, color=line[0].get_color())
+    ax.set_yscale("log")
+    _plain_log_ticks(ax.yaxis)
+    ax.set_xticks(sorted({r.get("threads", 1) for r in _ok(rows)}))
+    ax.set_xlabel("threads (--threads)")
+    ax.set_ylabel("forward+backward time per call (ms)")
+    ax.set_title("Thread scaling (dashed: ideal, time / threads)")
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def bench_plots(rows: list[dict], run_dir: Path) -> list[Path]:
-    """Both plots into ``run_dir``; returns their paths."""
+    """Every plot into ``run_dir`` (the thread scaling one only when several thread counts
+    were measured); returns their paths."""
     run_dir = Path(run_dir)
-    return [plot_time_vs_cells(rows, run_dir / "time_vs_cells.png"),
-            plot_ratio_to_torch(rows, run_dir / "ratio_to_torch.png")]
+    paths = [plot_time_vs_cells(_fewest_threads(rows), run_dir / "time_vs_cells.png"),
+             plot_ratio_to_torch(_fewest_threads(rows), run_dir / "ratio_to_torch.png"),
+             plot_ns_per_cell_vs_T(rows, run_dir / "ns_per_cell_vs_T.png")]
+    if len({r.get("threads", 1) for r in rows}) > 1:
+        paths.append(plot_thread_scaling(rows, run_dir / "thread_scaling.png"))
+    return paths

@@ -8,7 +8,6 @@ finishes (see ``ctcbench.runstore``), so a run given ``--resume`` continues wher
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import asdict
 
 import pandas as pd
@@ -27,36 +26,52 @@ def records(df: pd.DataFrame) -> list[dict]:
             for r in df.to_dict(orient="records")]
 
 
-def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config,
+def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, threads,
                  progress) -> tuple[list[dict], int]:
-    """Measure every size not done yet into the open folder ``run``; (rows, sizes resumed)."""
+    """Measure every (thread count, size) not done yet into the open folder ``run``;
+    (rows, sizes resumed)."""
     # a failed row (error, crashed, timeout) may be transient, and one of another --repeat is
     # not this measurement: a resumed run measures both again
     done = {tuple(r.get(k) for k in KEY) for r in run.log.rows()
             if r.get("status") not in FAILED and r.get("repeat") == repeat}
     run.write_meta(config)
-    todo = [s for s in sizes
-            if any((name, s.T, s.N, s.C, s.L, dtype) not in done for name in resolved)]
+    todo = [(n, s) for n in threads for s in sizes
+            if any((name, s.T, s.N, s.C, s.L, dtype, n) not in done for name in resolved)]
     from ctcbench.progress import Progress
     with Progress("bench", total=len(todo), unit="sizes", enabled=progress) as bar:
-        for size in todo:
-            bar.note(size.label)
+        for n, size in todo:
+            set_threads(n)  # a worker started with another count is restarted on its next call
+            bar.note(f"{size.label} threads={n}")
             for row in measure_size(resolved, size, dtype=dtype, repeat=repeat, warmup=warmup,
-                                    seed=seed):
+                                    seed=seed, threads=n):
                 run.log.append(row)
             bar.update()
-    wanted = {(name, s.T, s.N, s.C, s.L, dtype) for s in sizes for name in resolved}
+    wanted = {(name, s.T, s.N, s.C, s.L, dtype, n) for n in threads for s in sizes
+              for name in resolved}
     latest = {}
     for row in run.log.rows():
         key = tuple(row.get(k) for k in KEY)
         if key in wanted:
             latest[key] = row
-    rows = sorted(latest.values(), key=lambda r: (r["cells"], r["T"], r["N"], r["C"], r["L"],
-                                                  r["backend"]))
-    return rows, len(sizes) - len(todo)
+    rows = sorted(latest.values(), key=lambda r: (r["threads"], r["cells"], r["T"], r["N"],
+                                                  r["C"], r["L"], r["backend"]))
+    return rows, len(threads) * len(sizes) - len(todo)
 
 
-def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int = 1,
+def parse_threads(threads) -> list[int]:
+    """``2``, ``[1, 2]`` or ``"1,2"`` -> ``[1, 2]`` (thread counts, in the order given)."""
+    items = threads.split(",") if isinstance(threads, str) else (
+        [threads] if isinstance(threads, int) else list(threads))
+    try:
+        counts = [int(str(x).strip()) for x in items]
+    except ValueError:
+        counts = []
+    expect(counts and all(n >= 1 for n in counts) and not isinstance(threads, bool), "threads",
+           "a count >= 1 or a comma-separated list like 1,2", repr(threads))
+    return list(dict.fromkeys(counts))
+
+
+def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads=1,
           dtype: str = "float64", out=None, resume: bool = False, baseline=None, fail_on=(),
           warmup: int = 1, seed: int = 0, plot: bool = True, progress: bool = True) -> RunResult:
     """Measure every backend at every size of ``grid``, compare with ``baseline`` if given,
@@ -64,7 +79,8 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int =
 
     ``out``: run folder (default ``reports/bench-<UTC time>``); one that already holds a run
     is refused unless ``resume``, which keeps the sizes measured (ok, same ``repeat``) and
-    measures the rest. Returns a ``RunResult``: one row per (backend, size, dtype); ``summary``
+    measures the rest. ``threads``: a count or a list of counts (``[1, 2]``), one row per
+    backend, size and count (the thread-scaling plot). Returns a ``RunResult``: one row per (backend, size, dtype); ``summary``
     holds ``regressions`` (one message per ``fail_on`` limit exceeded) and status counts.
     """
     from ctcbench.bench.baseline import check_gated, compare, load_rows, parse_fail_on
@@ -80,15 +96,16 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads: int =
     if old is not None:
         check_gated(old, rules, baseline)  # a metric it cannot compare fails before any timing
     sizes = load_grid(grid)
-    thread_info = set_threads(threads)
+    threads = parse_threads(threads)
+    thread_info = set_threads(threads[0])
     resolved = resolve_backends(backends)
     with open_run("bench", out, resume=resume) as run:
         config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),
                   "repeat": repeat, "warmup": warmup, "dtype": dtype, "seed": seed,
-                  "reference": REFERENCE, **thread_info}
+                  "reference": REFERENCE, **thread_info, "threads": threads}
         rows, resumed = _measure_all(run, sizes=sizes, resolved=resolved, repeat=repeat,
                                      warmup=warmup, dtype=dtype, seed=seed, config=config,
-                                     progress=progress)
+                                     threads=threads, progress=progress)
         regressions = compare(rows, old, rules) if old is not None else []
         df = pd.DataFrame(rows, dtype=object)
         df.to_csv(run.run_dir / "bench.csv", index=False)
@@ -117,18 +134,21 @@ def format_table(rows: list[dict]) -> str:
     skipped = {r["backend"]: r.get("reason") for r in rows if r.get("status") == "skipped"}
     rows = [r for r in rows if r.get("status") != "skipped"]
     has_base = any("change_time" in r for r in rows)
-    head = ["backend", "T", "N", "C", "L", "cells", "median ms", "min-max ms", "ns/cell",
-            "x torch [min-max]", "peak MiB"] + (["vs baseline"] if has_base else []) + ["status"]
+    head = ["backend", "threads", "T", "N", "C", "L", "cells", "median ms", "min-max ms",
+            "ns/cell", "x torch [min-max]", "1st call ms", "round trip ms", "peak MiB"] + (
+        ["vs baseline"] if has_base else []) + ["status"]
     lines = []
     for r in rows:
         ok = r.get("status") == "ok"
         ratio = "" if r.get("ratio_to_torch") is None else (
             f"{r['ratio_to_torch']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]")
         peak = r.get("peak_rss_mb")
-        line = [r["backend"], r["T"], r["N"], r["C"], r["L"], r["cells"],
+        line = [r["backend"], r.get("threads", ""), r["T"], r["N"], r["C"], r["L"], r["cells"],
                 _ms(r.get("time_median_s")) if ok else "",
                 f"{_ms(r['time_min_s'])}-{_ms(r['time_max_s'])}" if ok else "",
-                f"{r['ns_per_cell']:.0f}" if ok else "", ratio,
+                f"{r['ns_per_cell']:.3g}" if ok else "", ratio,
+                _ms(r.get("first_call_s")) if ok else "",
+                _ms(r.get("roundtrip_s")) if ok else "",
                 "" if peak is None else f"{peak:.1f}"]
         if has_base:
             line.append(f"{r['change_time']:+.0%} time" if "change_time" in r else "")

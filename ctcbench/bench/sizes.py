@@ -13,7 +13,8 @@ from ctcbench.core.problem import CTCProblem
 from ctcbench.runstore import read_text
 
 DTYPES = ("float32", "float64")
-KEY = ("backend", "T", "N", "C", "L", "dtype")  # one bench row per key, in a run and a baseline
+# one bench row per key, in a run and a baseline (rows saved before "threads" existed: 1 thread)
+KEY = ("backend", "T", "N", "C", "L", "dtype", "threads")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from ctcbench.registry import BUILTIN_BACKENDS, backend_names, load_factory
 # The defaults as the protocol documents them, written out here, not read from the code.
 DOCUMENTED_DEFAULTS = {"isolated": False, "dtypes": None, "device": "cpu", "known_issues": {},
                        "packages": (), "timeout_s": 120.0, "startup_timeout_s": 300.0,
-                       "prepare": None, "takes_grad_weights": False}
+                       "prepare": None, "takes_grad_weights": False,
+                       "takes_exact_shape": False}
 
 F32_64 = ("float32", "float64")
 # What each built-in adapter declares (from its source); everything else is the default.
@@ -35,7 +36,7 @@ BUILTIN_DECLARED = {
     "torch-cuda": {"dtypes": ("float16",) + F32_64, "device": "cuda", "takes_grad_weights": True},
     "torch-cudnn": {"dtypes": ("float32",), "device": "cuda", "takes_grad_weights": True},
     "optax": {"isolated": True, "dtypes": F32_64, "packages": ("jax", "jaxlib", "optax"),
-              "prepare": "method", "takes_grad_weights": True},
+              "prepare": "method", "takes_grad_weights": True, "takes_exact_shape": True},
     "tf": {"isolated": True, "dtypes": F32_64, "packages": ("tensorflow",),
            "known_issues": "declared", "prepare": "method", "takes_grad_weights": True},
     "tf-dense": {"isolated": True, "dtypes": ("float32",), "packages": ("tensorflow",),

@@ -1,9 +1,12 @@
-"""Bench plots: both PNGs are written, with one point per backend and size."""
+"""Bench plots: every PNG is written, with one point per backend and size."""
 from __future__ import annotations
 
 import matplotlib.image
 
 from ctcbench.bench.plots import bench_plots
+
+
+TIMES = ("time_median_s", "time_min_s", "time_max_s")
 
 
 def _rows():
@@ -20,9 +23,16 @@ def _rows():
 
 
 def test_plots_are_png_files(tmp_path):
-    """time_vs_cells.png and ratio_to_torch.png are real PNG images; skipped rows are ignored."""
+    """time_vs_cells, ratio_to_torch, ns_per_cell_vs_T (and thread_scaling, with two thread
+    counts) are real PNG images; skipped rows are ignored."""
     paths = bench_plots(_rows(), tmp_path)
-    assert [p.name for p in paths] == ["time_vs_cells.png", "ratio_to_torch.png"]
+    assert [p.name for p in paths] == ["time_vs_cells.png", "ratio_to_torch.png",
+                                       "ns_per_cell_vs_T.png"]
+    two = _rows() + [{**r, "threads": 2, **{k: r[k] / 1.8 for k in TIMES}}
+                     for r in _rows() if r["status"] == "ok"]
+    (tmp_path / "two").mkdir()
+    paths += bench_plots(two, tmp_path / "two")
+    assert paths[-1].name == "thread_scaling.png"
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         h, w, _ = matplotlib.image.imread(p).shape
