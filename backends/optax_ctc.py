@@ -21,7 +21,8 @@ import numpy as np
 from ctcbench.core.problem import CTCProblem
 from ctcbench.protocol import BackendResult
 
-from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads
+from ._thirdparty import (check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require,
+                          threads)
 
 
 class OptaxBackend:
@@ -55,6 +56,7 @@ class OptaxBackend:
     def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
         """``grad_weights (N,)``: upstream gradient per loss (default 1)."""
         check_dtype(problem, self.name, self.dtypes)
+        refuse_neg_inf(problem, self.name, "optax returns a NaN loss")
         refuse_infeasible(problem, self.name,
                           "optax returns a finite loss near 1e5 (log_epsilon) with a gradient")
         if self._fn is None:
