@@ -43,6 +43,14 @@ def refuse_infeasible(problem: CTCProblem, name: str, instead: str) -> None:
                                  f"{bad[:5].tolist()}): {instead} instead of inf")
 
 
+def refuse_neg_inf(problem: CTCProblem, name: str, instead: str) -> None:
+    """Refuse logits of -inf (probability 0) in valid frames, which ``name`` gets wrong."""
+    frames = problem.logits[problem.frame_mask]  # (valid frames, C)
+    if np.isneginf(frames).any():
+        raise UnsupportedProblem(f"{name} cannot take a logit of -inf (probability 0) in a valid "
+                                 f"frame: {instead}")
+
+
 def padded_labels(problem: CTCProblem) -> tuple[np.ndarray, np.ndarray]:
     """``(N, max(L, 1))`` int32 labels and ``(N, max(L, 1))`` bool mask of real labels."""
     N, L = problem.targets.shape

@@ -23,7 +23,8 @@ import numpy as np
 from ctcbench.core.problem import CTCProblem
 from ctcbench.protocol import BackendResult
 
-from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads
+from ._thirdparty import (check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require,
+                          threads)
 
 
 class OptaxBackend:
@@ -59,6 +60,7 @@ class OptaxBackend:
         """``grad_weights (N,)``: upstream gradient per loss (default 1). ``exact_shape``:
         compile for the problem's own (T, N, L, C), no bucket padding (for timing)."""
         check_dtype(problem, self.name, self.dtypes)
+        refuse_neg_inf(problem, self.name, "optax returns a NaN loss")
         refuse_infeasible(problem, self.name,
                           "optax returns a finite loss near 1e5 (log_epsilon) with a gradient")
         if self._fn is None:

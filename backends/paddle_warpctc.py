@@ -22,7 +22,8 @@ import numpy as np
 from ctcbench.core.problem import CTCProblem
 from ctcbench.protocol import BackendResult, UnsupportedProblem
 
-from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads
+from ._thirdparty import (check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require,
+                          threads)
 
 
 class WarpctcBackend:
@@ -58,6 +59,8 @@ class WarpctcBackend:
     def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
         """``grad_weights (N,)``: upstream gradient per loss (default 1)."""
         check_dtype(problem, self.name, self.dtypes)
+        refuse_neg_inf(problem, self.name, "warp-ctc returns a finite loss and a wrong gradient "
+                       "for a target through a probability-0 label")
         empty = np.flatnonzero(problem.input_lengths == 0)
         if len(empty):
             raise UnsupportedProblem(

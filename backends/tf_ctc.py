@@ -24,7 +24,8 @@ import numpy as np
 from ctcbench.core.problem import CTCProblem
 from ctcbench.protocol import BackendResult, UnsupportedProblem
 
-from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, require, threads
+from ._thirdparty import (check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require,
+                          threads)
 
 
 class TFBackend:
@@ -83,6 +84,8 @@ class TFBackend:
     def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
         """``grad_weights (N,)``: upstream gradient per loss (default 1)."""
         check_dtype(problem, self.name, self.dtypes)
+        refuse_neg_inf(problem, self.name, "TensorFlow gives a gradient to a sample whose target "
+                       "passes through a probability-0 label (the dense path: a NaN loss)")
         refuse_infeasible(problem, self.name, self._infeasible_behaviour)
         if self.tf is None:
             self.prepare()

@@ -59,6 +59,11 @@ class TorchBackend:
         if problem.dtype not in self.dtypes:
             raise UnsupportedProblem(f"{self.name} computes in {'/'.join(self.dtypes)}, "
                                      f"not {problem.dtype}")
+        if np.isneginf(problem.logits[problem.frame_mask]).any():
+            # measured on torch 2.13 (CPU): the loss is right, the gradient NaN at those entries
+            raise UnsupportedProblem(f"{self.name} cannot take a logit of -inf (probability 0) "
+                                     f"in a valid frame: torch's ctc_loss returns NaN gradients "
+                                     f"there")
 
     def _ctc(self, log_probs, inputs, blank: int, zero_infinity: bool):
         return self.torch.nn.functional.ctc_loss(log_probs, *inputs, blank=blank,

@@ -2,7 +2,9 @@
 
 A drawn problem is the same dict a case file holds, so a failing one is written out as a case
 that ``ctcbench compare --cases`` rebuilds bit for bit. Every choice shrinks toward the simplest
-problem: one sample, few classes, blank 0, short targets, few frames, uniform logits, no padding.
+problem: one sample, few classes, blank 0, short targets, few frames, uniform logits, no padding,
+no masked (-inf) classes. Drawn: blank anywhere, repeats, padding garbage (0, NaN, 1e30), logit
+scales 1 to 1e3, inputs up to 3000 frames (float64 underflow), empty and infeasible targets.
 """
 from __future__ import annotations
 
@@ -50,6 +52,13 @@ def builds(draw, dtypes=("float64",)) -> tuple[dict, str]:
                           min_size=1, max_size=MAX_BATCH))  # [(target, T_n)], shrinks by dropping samples
     samples = [{"target": target, "logits": _logits(kind, scale, seed + n, T_n, C, target, blank).tolist()}
                for n, (target, T_n) in enumerate(drawn)]
+    # masked classes: logit -inf (probability 0) in every frame, as a masked vocabulary gives;
+    # a masked label in a target makes it infeasible (loss +inf)
+    masked = draw(st.lists(st.sampled_from(labels), max_size=2, unique=True))
+    for sample in samples:
+        for row in sample["logits"]:
+            for c in masked:
+                row[c] = -math.inf
     pad_frames = draw(st.integers(0, 2))
     pad = draw(st.sampled_from(PAD_VALUES))
     T = max(len(s["logits"]) for s in samples) + pad_frames
