@@ -126,7 +126,9 @@ def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, 
         x = x.transpose(1, 0, 2)  # (N, T, C) -> (T, N, C)
     T, _, C = x.shape
     _expect(C > 0, kind, "at least one class (C > 0)", f"shape {x.shape}")
-    _expect(0 <= blank < C, "blank", f"an index in [0, {C})", blank)
+    _expect(-C <= blank < C, "blank",
+            f"an index in [-{C}, {C}) (negative counts from the end, -1 = {C - 1})", blank)
+    blank %= C  # as CTCProblem: -1 is the last class, TensorFlow's blank_index=-1
 
     targets = _int_array(targets, "targets")
     if targets.ndim == 1:  # concatenated -> padded (N, L)

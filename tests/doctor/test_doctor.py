@@ -332,7 +332,7 @@ def test_several_mistakes_are_all_found_and_ranked(rng):
     (dict(log_probs=np.zeros((5, 3, 4))), "log_probs: expected a batch axis of size N = 2"),
     (dict(log_probs=np.zeros((5, 2, 4)), logits=np.zeros((5, 2, 4))), "exactly one of them"),
     (dict(log_probs=np.zeros((5, 2, 4), dtype=np.int64)), "log_probs: expected a float array"),
-    (dict(log_probs=np.zeros((5, 2, 4)), blank=4), "blank: expected an index in [0, 4)"),
+    (dict(log_probs=np.zeros((5, 2, 4)), blank=4), "blank: expected an index in [-4, 4)"),
     (dict(log_probs=np.zeros((5, 2, 4)), reduction="avg"), "reduction: expected one of"),
     (dict(log_probs=np.zeros((5, 2, 4)), input_lengths=np.array([5, -1])),
      "input_lengths: expected non-negative values"),
@@ -446,3 +446,15 @@ def test_blank_as_a_torch_scalar_tensor_is_the_same_blank(rng):
     assert _problems(_diagnose(p, lp, blank=torch.tensor(C - 1))) == set()
     assert _diagnose(p, lp, blank=torch.tensor(0)).codes == _diagnose(p, lp, blank=0).codes
     assert _diagnose(p, lp, blank=torch.tensor(0)).summary["blank"] == 0
+
+
+def test_negative_blank_means_the_same_class_as_in_the_api():
+    """doctor takes blank=-1 as C-1, as CTCProblem does: the same report as blank=C-1, and a
+    target holding class C-1 is flagged as a label equal to the blank either way."""
+    rng = np.random.default_rng(3)
+    log_probs = log_softmax(rng.normal(size=(12, 3, 5)))
+    args = dict(targets=np.array([[1, 2], [2, 4], [1, 1]]), input_lengths=[12, 10, 9],
+                target_lengths=[2, 2, 2])
+    minus, last = diagnose(log_probs, blank=-1, **args), diagnose(log_probs, blank=4, **args)
+    assert minus.to_dict() == last.to_dict()
+    assert "target-contains-blank" in [f.code for f in minus.findings]
