@@ -37,6 +37,14 @@ class WarpctcBackend:
     known_issues = {
         "empty_target/*": "SIGFPE when every target in the batch is empty",
         "only_blank_class/*": "SIGFPE when every target in the batch is empty",
+        # the peers' cases where every target is empty: the same crash
+        "fl_ctc_empty_target/*": "SIGFPE when every target in the batch is empty",
+        "torch_empty_target/*": "SIGFPE when every target in the batch is empty",
+        "torch_ctc_loss_gradcheck_50_vary_zero_all/*": "SIGFPE when every target in the batch "
+                                                       "is empty",
+        "tf_single_class_blank_only/*": "SIGFPE when every target in the batch is empty",
+        "torch_critical_target_len/float32": "float32 gradient rows sum to ~3e-4, not 0, at "
+                                             "T=500, L=256 (float32 rounding; torch: within 1e-4)",
         "peaked_logits_spread300*/float32": "wrong finite loss for logits spanning 300",
         "long_target_l1000_t4000/float32": "float32 gradient error 0.33 at T=4000 (torch: 0.18)",
     }

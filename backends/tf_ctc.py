@@ -43,6 +43,12 @@ class TFBackend:
         "peaked_logits_spread300*/float32": "loss inf: the float32 kernel takes the log of "
                                             "softmax probabilities, which underflow to 0",
         "long_target_l1000_t4000/float32": "float32 gradient error 0.33 at T=4000 (torch: 0.18)",
+        # float32 gradients ~1e-3 off a float64 central difference, where torch is within 1e-4
+        "fl_batching_target_sz_sqrt/float32": "float32 gradient ~2e-3 off the finite difference",
+        "tf_ctc_loss_v2/float32": "float32 gradient ~1e-3 off the finite difference",
+        "warpctc_grad_check_*/float32": "float32 gradient ~2e-3 off the finite difference",
+        "torch_critical_target_len/float32": "float32 gradient rows sum to ~3e-4, not 0, at "
+                                             "T=500, L=256 (float32 rounding; torch: within 1e-4)",
     }
 
     def __init__(self):

@@ -362,15 +362,17 @@ def predict(checkpoint, images, beam, fmt):
               show_default=True, help="Seconds of search (shrinking a find comes on top).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the search; the same seed draws the same problems.")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["float64", "float32"]),
+              help="Draw only this dtype (repeatable); default both, as far as the backend takes them.")
 @out_options("fuzz", resume_note=" (its stored failures are replayed first)")
 @format_option("table", "json")
 @library_errors
-def fuzz(backend_name, against, budget, seed, out, resume, fmt):
+def fuzz(backend_name, against, budget, seed, dtypes, out, resume, fmt):
     """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
     from ctcbench.fuzz.run import fuzz as run_fuzz
     from ctcbench.runstore import to_json
-    result = run_fuzz(backend_name, against=against, budget=budget, seed=seed, out=out,
-                      resume=resume)
+    result = run_fuzz(backend_name, against=against, budget=budget, seed=seed,
+                      dtypes=dtypes or None, out=out, resume=resume)
     found = result.summary
     if fmt == "json":
         click.echo(to_json({**found, "run_dir": str(result.run_dir)}, indent=2))

@@ -34,16 +34,17 @@ class Disagreement(AssertionError):
     """The backend is wrong on a drawn problem."""
 
 
-def _dtypes(backend) -> tuple[str, ...]:
+def _dtypes(backend, wanted=None) -> tuple[str, ...]:
     supported = backend.traits.dtypes or FUZZ_DTYPES
-    return tuple(d for d in FUZZ_DTYPES if d in supported)
+    return tuple(d for d in FUZZ_DTYPES if d in supported and (not wanted or d in wanted))
 
 
 def fuzz(backend_name: str, *, against: str = "numpy", budget: float = 60.0, seed: int = 0,
-         out=None, resume: bool = False, progress: bool = True) -> RunResult:
+         dtypes=None, out=None, resume: bool = False, progress: bool = True) -> RunResult:
     """Search for a problem on which ``backend_name`` disagrees with ``against`` (or crashes, hangs
     or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found.
 
+    ``dtypes``: draw only these (of float64 and float32), as far as the backend takes them.
     ``out``: run folder (default ``reports/fuzz-<UTC time>``); ``resume`` searches again in an
     existing one, replaying the failures its hypothesis database holds first. Returns a
     ``RunResult`` with one row per search made in the folder; ``summary`` holds this search:
@@ -54,8 +55,11 @@ def fuzz(backend_name: str, *, against: str = "numpy", budget: float = 60.0, see
     if not (isinstance(seed, int) and seed >= 0):
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
     check_resume(out, resume)
+    bad = [d for d in dtypes or () if d not in FUZZ_DTYPES]
+    if bad:
+        raise ValueError(f"dtype: expected {' or '.join(FUZZ_DTYPES)}, got {', '.join(bad)}")
     backend, reference = get_backend(backend_name), get_backend(against)
-    dtypes = _dtypes(backend)
+    dtypes = _dtypes(backend, dtypes)
     if not dtypes:
         raise ValueError(f"backend: expected a backend computing in {' or '.join(FUZZ_DTYPES)}, "
                          f"got {backend_name!r}, which takes only {', '.join(backend.traits.dtypes)}")
