@@ -33,6 +33,10 @@ from ctcbench.registry import BackendUnavailable, grad_weights_array
 from ctcbench.worker import THREADS_ENV
 
 INSTALL_HINT = "pip install 'ctcbench[numba]' (or: pip install numba)"
+# The kernel keeps whole per-sample tables: (T_n, 2L+3) forward rows and emissions on the fast
+# path, three (T_n, 2L+1) log tables on the log-space one. Beyond this many bytes a problem goes
+# to the float64 reference's checkpointed path instead (bounded memory, exact, slower), with a note.
+KERNEL_BYTES_LIMIT = 256 << 20
 LAYER_ENV = "NUMBA_THREADING_LAYER"
 # numba's own thread pool. Its OpenMP layer shares torch's libgomp, whose spinning workers made
 # torch's CPU kernel 25x slower in the same process and numba's short runs 2-3x slower.
@@ -87,6 +91,15 @@ class NumbaBackend:
         logits = np.ascontiguousarray(logits)  # (T, N, C)
         weights = (np.ones(N) if grad_weights is None
                    else grad_weights_array(grad_weights, N))  # (N,)
+        kernel_bytes = 8 * T * 3 * (2 * problem.shape[3] + 3)  # the largest sample's tables
+        if kernel_bytes > KERNEL_BYTES_LIMIT:
+            from ctcbench.backends.numpy_ref import NumpyBackend
+            result = NumpyBackend().run(problem, grad_weights=grad_weights)
+            note = (f"numba: per-sample tables of ~{kernel_bytes / 2**20:.0f} MiB exceed "
+                    f"{KERNEL_BYTES_LIMIT >> 20} MiB: computed by the float64 reference "
+                    f"(checkpointed, bounded memory) instead")
+            return NumbaResult(result.loss, result.grad_logits, np.zeros(N, dtype=np.bool_), 1,
+                               [note])
         use_threading_layer(numba)
         threads, note = thread_count(numba)
         notes = [] if note is None else [note]

@@ -187,3 +187,15 @@ def test_case_library_float64_within_1e_10_of_reference(numba_backend):
                                        atol=1e-10 * scale, err_msg=where)
             checked += 1
     assert checked > 10
+
+
+def test_problem_beyond_the_kernel_tables_goes_to_the_bounded_reference(numba_backend, monkeypatch):
+    """Past KERNEL_BYTES_LIMIT the answer comes from the checkpointed float64 reference, exact
+    against the uniform closed form, with a note saying so."""
+    from ctcbench.backends import numba_ctc
+    monkeypatch.setattr(numba_ctc, "KERNEL_BYTES_LIMIT", 1 << 10)
+    target = [1, 2, 2, 3]
+    problem = CTCProblem(np.zeros((300, 1, 5)), [target], [300], [4])
+    result = numba_backend.run(problem)
+    assert math.isclose(result.loss[0], oracles.uniform_loss(300, 5, target), rel_tol=1e-12)
+    assert any("checkpointed" in n for n in result.notes)
