@@ -6,22 +6,8 @@ import pytest
 
 from ctcbench import CTCProblem, get_backend
 from ctcbench.core import oracles
-from conftest import random_problem
+from conftest import check_against_brute_force, random_problem
 
-
-def check_against_brute_force(problem, result, tol=1e-9):
-    """Every sample's loss and gradient equal the enumeration over all paths."""
-    for n in range(problem.shape[1]):
-        T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
-        logits = problem.logits[:T_n, n].astype(np.float64)
-        loss, grad = oracles.brute_force(logits, problem.targets[n, :L_n], blank=problem.blank)
-        if math.isinf(loss):
-            assert result.loss[n] == math.inf
-            assert not result.grad_logits[:, n].any()
-            continue
-        assert result.loss[n] == pytest.approx(loss, rel=tol, abs=tol)
-        np.testing.assert_allclose(result.grad_logits[:T_n, n], grad, atol=tol)
-        assert not result.grad_logits[T_n:, n].any(), "padded frames must get zero gradient"
 
 
 @pytest.mark.parametrize("seed", range(12))
