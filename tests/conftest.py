@@ -187,3 +187,24 @@ def check_against_brute_force(problem, result, tol=1e-9):
         assert result.loss[n] == pytest.approx(loss, rel=tol, abs=tol)
         np.testing.assert_allclose(result.grad_logits[:T_n, n], grad, atol=tol)
         assert not result.grad_logits[T_n:, n].any(), "padded frames must get zero gradient"
+
+
+def brute_force_batch(problem):
+    """Per-sample brute-force loss ``(N,)`` and gradient ``(T, N, C)`` of a whole problem
+    (gradient 0 for infeasible samples and padded frames)."""
+    import math
+
+    from ctcbench.core import oracles
+    T, N, C, _ = problem.shape
+    loss, grad = np.zeros(N), np.zeros((T, N, C))
+    for n in range(N):
+        T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
+        loss[n], g = oracles.brute_force(problem.logits[:T_n, n], problem.targets[n, :L_n],
+                                         blank=problem.blank)
+        if math.isfinite(loss[n]):
+            grad[:T_n, n] = g
+    return loss, grad
+
+
+# The source of tests/wrong_backends.py, for tests that install it as a plugin distribution.
+WRONG_BACKENDS_SOURCE = (__import__("pathlib").Path(__file__).parent / "wrong_backends.py").read_text()

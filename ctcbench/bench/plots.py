@@ -33,6 +33,17 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def _save(plt, fig, ax, path: Path, *, legend_size=None, grid_axis: str = "both") -> Path:
+    """The ending every plot shares: grid, a legend when there is anything to label, save."""
+    ax.grid(True, axis=grid_axis, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
     """Median time per call (min-max bars) against T*N*S cells, log-log, one colour per backend."""
     plt = _pyplot()
@@ -50,13 +61,7 @@ def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
     ax.set_xlabel("DP cells T·N·S (S = 2L+1); points stacked at one size are the C sweep")
     ax.set_ylabel("forward+backward time per call (ms)")
     ax.set_title("CTC forward+backward (log_softmax included): time vs size")
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path)
 
 
 def plot_ratio_to_torch(rows: list[dict], path: Path) -> Path:
@@ -82,13 +87,7 @@ def plot_ratio_to_torch(rows: list[dict], path: Path) -> Path:
     ax.set_yticklabels([f"T={T} N={N} C={C} L={L}" for _, T, N, C, L in sizes], fontsize=8)
     ax.set_xlabel("time / torch time, same run (< 1: faster than torch)")
     ax.set_title("Ratio to torch per size")
-    ax.grid(True, axis="x", which="both", alpha=0.3)
-    if backends:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, legend_size=8, grid_axis="x")
 
 
 def _fewest_threads(rows) -> list[dict]:
@@ -118,13 +117,7 @@ def plot_ns_per_cell_vs_T(rows: list[dict], path: Path) -> Path:
     ax.set_xlabel("T (frames)")
     ax.set_ylabel("ns per DP cell (median time / T·N·S)")
     ax.set_title("Time per DP cell against T (flat: linear in T)")
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, legend_size=7)
 
 
 def plot_thread_scaling(rows: list[dict], path: Path) -> Path:
@@ -153,13 +146,7 @@ def plot_thread_scaling(rows: list[dict], path: Path) -> Path:
     ax.set_xlabel("threads (--threads)")
     ax.set_ylabel("forward+backward time per call (ms)")
     ax.set_title("Thread scaling (dashed: ideal, time / threads)")
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, legend_size=7)
 
 
 def bench_plots(rows: list[dict], run_dir: Path) -> list[Path]:

@@ -19,26 +19,7 @@ from ctcbench.cli import cli
 from ctcbench.compare.checks import prepare
 from ctcbench.compare.run import compare
 
-# A deliberately wrong backend: merges adjacent repeated labels before computing the loss (the
-# bug of collapsing targets like preprocess_collapse_repeated). Installed as a real plugin.
-WRONG_PLUGIN = '''
-import numpy as np
-from ctcbench import CTCProblem
-from ctcbench.backends.numpy_ref import NumpyBackend
-
-
-class MergesRepeats:
-    """Wrong on purpose: target [1, 1, 2] is scored as [1, 2]."""
-
-    def run(self, problem):
-        rows = [[k for i, k in enumerate(t[:n]) if i == 0 or k != t[i - 1]]
-                for t, n in zip(problem.targets.tolist(), problem.target_lengths)]
-        width = max([len(r) for r in rows] + [1])
-        targets = np.array([r + [problem.blank] * (width - len(r)) for r in rows])
-        merged = CTCProblem(problem.logits, targets, problem.input_lengths,
-                            [len(r) for r in rows], blank=problem.blank)
-        return NumpyBackend().run(merged)
-'''
+from conftest import WRONG_BACKENDS_SOURCE
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +90,7 @@ def _dist(tmp_path, name: str, module: str, source: str, attr: str):
 def test_wrong_plugin_through_entry_point_fails_the_gate(tmp_path):
     """A plugin installed via entry point that merges repeats makes compare exit 1, naming
     exactly the cases whose targets have adjacent repeats."""
-    _dist(tmp_path, "merges-repeats", "wrongctc", WRONG_PLUGIN, "MergesRepeats")
+    _dist(tmp_path, "merges-repeats", "wrongctc", WRONG_BACKENDS_SOURCE, "MergesRepeats")
     globs = ["tf_basic", "warpctc_small", "toy_alpha_beta", "*perfect_vs_blank",
              "single_alignment_*", "empty_target", "infeasible_target", "ragged_batch"]
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}

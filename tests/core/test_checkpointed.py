@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import random_problem
+from conftest import brute_force_batch, random_problem
 from ctcbench import CTCProblem, get_backend
 from ctcbench.core import checkpointed, memory, oracles
 from ctcbench.core.reference import forward_backward
@@ -21,22 +21,10 @@ def path(request, monkeypatch):
     return request.param
 
 
-def _brute(problem: CTCProblem):
-    """Per-sample brute-force loss (N,) and gradient (T, N, C)."""
-    T, N, C, _ = problem.shape
-    loss, grad = np.zeros(N), np.zeros((T, N, C))
-    for n in range(N):
-        T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
-        loss[n], g = oracles.brute_force(problem.logits[:T_n, n], problem.targets[n, :L_n],
-                                         blank=problem.blank)
-        if math.isfinite(loss[n]):
-            grad[:T_n, n] = g
-    return loss, grad
-
 
 def _check(problem: CTCProblem, rtol=1e-9, atol=1e-10):
     result = get_backend("numpy").run(problem)
-    loss, grad = _brute(problem)
+    loss, grad = brute_force_batch(problem)
     np.testing.assert_array_equal(np.isinf(result.loss), np.isinf(loss))
     finite = np.isfinite(loss)
     np.testing.assert_allclose(result.loss[finite], loss[finite], rtol=rtol, atol=1e-12)
@@ -73,7 +61,7 @@ def test_checkpointed_class_posterior_matches_brute_force(monkeypatch):
     problem = random_problem(rng, T=6, N=4, C=4, L=3)
     fb = forward_backward(problem.log_probs(), problem.targets, problem.input_lengths,
                           problem.target_lengths, blank=problem.blank)
-    loss, grad = _brute(problem)
+    loss, grad = brute_force_batch(problem)
     keep = (problem.frame_mask & np.isfinite(loss)[None, :])[..., None]
     np.testing.assert_allclose(fb.class_posterior,
                                np.where(keep, np.exp(problem.log_probs()) - grad, 0.0), atol=1e-10)

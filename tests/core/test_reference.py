@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import random_problem
+from conftest import brute_force_batch, random_problem
 from ctcbench import CTCProblem, get_backend
 from ctcbench.core import oracles
 from ctcbench.core import reference
@@ -22,22 +22,10 @@ def loop_form(request, monkeypatch):
     return request.param
 
 
-def _brute(problem: CTCProblem):
-    """Per-sample brute-force loss (N,) and gradient (T, N, C) for a whole problem."""
-    T, N, C, _ = problem.shape
-    loss, grad = np.zeros(N), np.zeros((T, N, C))
-    for n in range(N):
-        T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
-        loss[n], g = oracles.brute_force(problem.logits[:T_n, n], problem.targets[n, :L_n],
-                                         blank=problem.blank)
-        if math.isfinite(loss[n]):
-            grad[:T_n, n] = g
-    return loss, grad
-
 
 def _check_against_brute(problem: CTCProblem):
     result = get_backend("numpy").run(problem)
-    loss, grad = _brute(problem)
+    loss, grad = brute_force_batch(problem)
     np.testing.assert_array_equal(np.isinf(result.loss), np.isinf(loss))
     finite = np.isfinite(loss)
     np.testing.assert_allclose(result.loss[finite], loss[finite], rtol=1e-9, atol=1e-12)
@@ -94,7 +82,7 @@ def test_forward_backward_tables_agree_with_brute_force():
     problem = random_problem(rng, T=5, N=4, C=4, L=3, garbage=True)
     fb = forward_backward(problem.log_probs(), problem.targets, problem.input_lengths,
                           problem.target_lengths, blank=problem.blank)
-    loss, grad = _brute(problem)
+    loss, grad = brute_force_batch(problem)
     finite = np.isfinite(loss)
     np.testing.assert_allclose(fb.loss[finite], loss[finite], rtol=1e-9)
     keep = (problem.frame_mask & finite[None, :])[..., None]

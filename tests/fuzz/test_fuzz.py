@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from ctcbench.cli import cli
 from ctcbench.fuzz.run import fuzz
+from conftest import WRONG_BACKENDS_SOURCE
 
 WRONG = {"wrong-repeats": "wrong_backends:MergesRepeats",
          "wrong-lengths": "wrong_backends:IgnoresInputLengths",
@@ -21,7 +22,6 @@ WRONG = {"wrong-repeats": "wrong_backends:MergesRepeats",
 @pytest.fixture
 def wrong_backends(monkeypatch, register_backends):
     """The wrong backends registered for this test only."""
-    monkeypatch.syspath_prepend(os.path.dirname(__file__))
     for name, path in WRONG.items():
         register_backends(name, path)
     return WRONG
@@ -70,8 +70,7 @@ def _dist(folder, name: str, module: str, source: str, attr: str):
 def test_cli_through_entry_point_replays_failures_first(tmp_path):
     """A plugin installed through the entry point: exit 1 with the case file named; a rerun on the
     same folder replays the stored failure first, so it finds it again after fewer problems."""
-    source = open(os.path.join(os.path.dirname(__file__), "wrong_backends.py")).read()
-    _dist(tmp_path, "wrong-lengths", "wrongfuzz", source, "IgnoresInputLengths")
+    _dist(tmp_path, "wrong-lengths", "wrongfuzz", WRONG_BACKENDS_SOURCE, "IgnoresInputLengths")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", "from ctcbench.cli import main; main()", "fuzz",
            "--backend", "wrong-lengths", "--budget", "30", "--seed", "3", "--format", "json",

@@ -20,25 +20,8 @@ from ctcbench.cli import cli
 from ctcbench.compare.checks import prepare
 from ctcbench.report.kinds import run_kind
 
-from conftest import random_problem, trained_log_probs
+from conftest import WRONG_BACKENDS_SOURCE, random_problem, trained_log_probs
 
-WRONG_PLUGIN = '''
-import numpy as np
-from ctcbench import CTCProblem
-from ctcbench.backends.numpy_ref import NumpyBackend
-
-
-class MergesRepeats:
-    """Wrong on purpose: target [1, 1, 2] is scored as [1, 2]."""
-
-    def run(self, problem):
-        rows = [[k for i, k in enumerate(t[:n]) if i == 0 or k != t[i - 1]]
-                for t, n in zip(problem.targets.tolist(), problem.target_lengths)]
-        width = max([len(r) for r in rows] + [1])
-        targets = np.array([r + [problem.blank] * (width - len(r)) for r in rows])
-        return NumpyBackend().run(CTCProblem(problem.logits, targets, problem.input_lengths,
-                                             [len(r) for r in rows], blank=problem.blank))
-'''
 CASES = ["tf_basic", "toy_alpha_beta", "single_alignment_*", "empty_target", "ragged_batch"]
 TINY_TRAIN = ["--train-size", "48", "--test-size", "8", "--min-len", "1", "--max-len", "3",
               "--steps", "4", "--eval-every", "2", "--batch-size", "4", "--channels", "4",
@@ -56,7 +39,7 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
     plugin = base / "plugin"
     plugin.mkdir()
-    (plugin / "wrongctc.py").write_text(WRONG_PLUGIN)
+    (plugin / "wrongctc.py").write_text(WRONG_BACKENDS_SOURCE)
     info = plugin / "wrongctc-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wrongctc\nVersion: 0.1\n")
