@@ -110,7 +110,7 @@ class NumbaBackend:
         key = logits.dtype.name
         if key not in self.compile_seconds:
             t0 = time.perf_counter()
-            sig = numba_kernels.ctc_batch.compile(
+            numba_kernels.ctc_batch.compile(
                 tuple(numba.typeof(a) for a in args)
                 + (numba.float64[::1], numba.float64[:, :, ::1], numba.boolean[::1]))
             self.compile_seconds[key] = time.perf_counter() - t0
