@@ -281,3 +281,51 @@ def test_convergence_killed_mid_run_resumes_to_one_row_per_run(tmp_path):
     for name in names:
         steps = [json.loads(x)["step"] for x in lines(out / "runs" / name / "curve.jsonl")]
         assert steps == list(range(0, 41, 2))
+
+
+def children(pid: int) -> list[int]:
+    """Live processes whose parent is ``pid`` (read from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and alive(int(entry.name)):
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_killed_grid_leaves_no_worker_training(tmp_path):
+    """Only the convergence process is SIGKILLed (as a scheduler or OOM killer would): its two
+    worker processes notice and exit instead of training on into the run folder."""
+    out = tmp_path / "run"
+    args = [*TINY_CONVERGENCE[:-2], "--jobs", "2", "--steps", "2000", "--seed", "0,1",
+            "--out", str(out), "--cache-dir", str(tmp_path / "cache")]
+    proc = start("convergence", *args)
+    try:
+        runs = [out / "runs" / f"crnn-rmsprop-lr0.001-s{s}" / "curve.jsonl" for s in (0, 1)]
+        wait_for(lambda: all(len(lines(r)) >= 2 for r in runs), timeout=300,
+                 what="both runs' evals")
+        workers = children(proc.pid)
+        assert len(workers) >= 2
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        wait_for(lambda: not any(alive(w) for w in workers), timeout=20,
+                 what="the orphaned workers to exit")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -25,6 +25,8 @@ from scratch.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import threading
 import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
@@ -92,7 +94,9 @@ Finished = Callable[[str, dict], None]  # (run name, summary row), called as eac
 
 
 class LocalPool:
-    """Runs in spawned processes on this machine; ``jobs`` at a time."""
+    """Runs in spawned processes on this machine; ``jobs`` at a time. A worker whose parent
+    is gone (the grid was killed) exits within a second, so a killed grid leaves no run
+    training on behind the back of a later ``--resume``."""
 
     def __init__(self, jobs: int = 1):
         if jobs < 1:
@@ -108,10 +112,10 @@ class LocalPool:
                     finished(t.name, read_summary(t))
             return collect(tasks)
         ctx = mp.get_context("spawn")  # fresh interpreters: no forked torch thread pools
-        with ctx.Manager() as manager, ProcessPoolExecutor(self.jobs, mp_context=ctx) as pool:
-            queue = manager.Queue() if progress else None
-            submitted = {pool.submit(run_task, t, None if queue is None else queue.put): t
-                         for t in tasks}
+        queue = ctx.SimpleQueue()  # steps done, from every worker; handed over at spawn
+        with ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_local_worker,
+                                 initargs=(os.getpid(), queue)) as pool:
+            submitted = {pool.submit(_run_reporting, t): t for t in tasks}
             pending = set(submitted)
             while pending:
                 done = {f for f in pending if f.done()}
@@ -120,11 +124,32 @@ class LocalPool:
                     f.result()  # a run's exception surfaces here
                     if finished:
                         finished(submitted[f].name, read_summary(submitted[f]))
-                while queue is not None and not queue.empty():
-                    progress(queue.get())
+                while not queue.empty():
+                    n = queue.get()
+                    if progress:
+                        progress(n)
                 if pending:
                     time.sleep(0.2)
         return collect(tasks)
+
+
+_steps_queue = None  # in a LocalPool worker: where steps done are reported
+
+
+def _local_worker(parent_pid: int, queue) -> None:
+    """A LocalPool worker's start: keep the progress queue, and exit when the parent dies."""
+    global _steps_queue
+    _steps_queue = queue
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)  # orphaned: the grid that wanted this run is gone
+    threading.Thread(target=watch, daemon=True, name="ctcbench-parent-watch").start()
+
+
+def _run_reporting(task: RunTask) -> str:
+    return run_task(task, _steps_queue.put)
 
 
 class DaskExecutor:
