@@ -11,7 +11,10 @@ import torch.nn.functional as F
 
 from ctcbench.registry import get_backend
 
-TRAIN_REDUCTIONS = ("mean", "sum")
+# "mean" and "sum" are torch's (mean divides each line's loss by its target length first);
+# "per-line" is the mean over the batch of each line's whole loss, Keras' ctc_batch_cost
+# convention, in which a 5-character captcha model on the blank plateau reads about 16
+TRAIN_REDUCTIONS = ("mean", "sum", "per-line")
 
 
 def ctc_loss_fn(backend: str = "torch", *, reduction: str = "mean"):
@@ -19,16 +22,18 @@ def ctc_loss_fn(backend: str = "torch", *, reduction: str = "mean"):
     returning a scalar; blank is 0 and infeasible targets contribute 0 (zero_infinity)."""
     if reduction not in TRAIN_REDUCTIONS:
         raise ValueError(f"reduction: expected one of {', '.join(TRAIN_REDUCTIONS)}, got {reduction!r}")
+    inner = "none" if reduction == "per-line" else reduction  # (N,) losses, averaged below
+    finish = (lambda losses: losses.mean()) if reduction == "per-line" else (lambda loss: loss)
     if backend == "torch":
         def torch_ctc(logits, targets, input_lengths, target_lengths):
-            return F.ctc_loss(logits.log_softmax(-1), targets, input_lengths, target_lengths,
-                              blank=0, reduction=reduction, zero_infinity=True)
+            return finish(F.ctc_loss(logits.log_softmax(-1), targets, input_lengths,
+                                     target_lengths, blank=0, reduction=inner, zero_infinity=True))
         return torch_ctc
     from ctcbench.torch import ctc_loss
     loaded = get_backend(backend)  # KeyError for unknown names, BackendUnavailable if missing
 
     def registry_ctc(logits, targets, input_lengths, target_lengths):
         # logits go in as they are: the backend applies log_softmax itself
-        return ctc_loss(logits, targets, input_lengths, target_lengths, blank=0,
-                        reduction=reduction, zero_infinity=True, backend=loaded)
+        return finish(ctc_loss(logits, targets, input_lengths, target_lengths, blank=0,
+                               reduction=inner, zero_infinity=True, backend=loaded))
     return registry_ctc

@@ -31,5 +31,6 @@ def finding_codes(model, pool: Pool, *, reduction: str = "mean",
     model.train(was_training)
     T = log_probs.shape[0]
     report = diagnose(log_probs, targets=pool.labels[:n], input_lengths=np.full(n, T),
-                      target_lengths=pool.lengths[:n], blank=0, reduction=reduction)
+                      target_lengths=pool.lengths[:n], blank=0,
+                      reduction="sum" if reduction == "per-line" else reduction)  # doctor: torch's names
     return report.codes

@@ -34,7 +34,7 @@ class ModelConfig:
     width: int = setting(128, "follows the data; only the per-position model needs a fixed width",
                          derived=True)
     max_len: int = setting(8, "follows the data; only the per-position model uses it", derived=True)
-    batchnorm: bool = setting(False, "BatchNorm in the conv blocks (crnn, linecnn*, perpos).")
+    batchnorm: bool = setting(False, "BatchNorm after every conv layer (all models).")
     channels: int = setting(16, "Width of the first conv block, later blocks double it "
                             "(32 = the ~640k-parameter CRNN).", check=at_least(1))
     hidden: int = setting(128, "LSTM size per direction.", check=at_least(1))
@@ -100,15 +100,18 @@ class RepeatVector(CRNN):
 
 
 class ResBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, stride):
+    """Two 3x3 convs with a (1x1 conv when the shape changes) skip; BatchNorm after each conv
+    when ``bn``, else the convs carry biases."""
+
+    def __init__(self, cin: int, cout: int, stride, bn: bool):
         super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
+        norm = (lambda: nn.BatchNorm2d(cout)) if bn else nn.Identity
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=not bn)
+        self.bn1 = norm()
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=not bn)
+        self.bn2 = norm()
         self.skip = (nn.Identity() if cin == cout and stride == 1 else
-                     nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
-                                   nn.BatchNorm2d(cout)))
+                     nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=not bn), norm()))
 
     def forward(self, x):
         y = F.relu(self.bn1(self.conv1(x)))
@@ -124,10 +127,11 @@ class ResCRNN(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         c = cfg.channels
-        self.stem = nn.Sequential(nn.Conv2d(1, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
-                                  nn.ReLU(inplace=True))
-        self.blocks = nn.Sequential(ResBlock(c, c, (2, 2)), ResBlock(c, 2 * c, (2, 2)),
-                                    ResBlock(2 * c, 4 * c, (2, 1)), ResBlock(4 * c, 4 * c, (2, 1)))
+        bn = cfg.batchnorm
+        self.stem = _conv(1, c, bn)
+        self.blocks = nn.Sequential(ResBlock(c, c, (2, 2), bn), ResBlock(c, 2 * c, (2, 2), bn),
+                                    ResBlock(2 * c, 4 * c, (2, 1), bn),
+                                    ResBlock(4 * c, 4 * c, (2, 1), bn))
         self.rnn = nn.LSTM(4 * c * (cfg.height // 16), cfg.hidden, bidirectional=True)
         self.head = nn.Linear(2 * cfg.hidden, cfg.num_classes)
 

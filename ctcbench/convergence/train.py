@@ -67,6 +67,10 @@ class TrainConfig:
     warmup: int = setting(0, "Linear lr warm-up steps.", check=at_least(0))
     steps: int = setting(600, "Training steps per run.", check=at_least(1))
     batch_size: int = setting(32, "Lines per step.", check=at_least(1))
+    curriculum_steps: int = setting(0, "Short-line curriculum: for the first N steps, batches "
+                                    "come only from training lines of at most --curriculum-len "
+                                    "characters (0 = off).", check=NON_NEGATIVE_INT)
+    curriculum_len: int = setting(3, "Longest line in a curriculum step.", check=at_least(1))
     eval_every: int = setting(25, "Steps between held-out evaluations.", check=at_least(1))
     reduction: str = setting("mean", "Reduction of the CTC loss over the batch.",
                              choices=lambda: TRAIN_REDUCTIONS)
@@ -89,7 +93,10 @@ class TrainConfig:
     def relations(self) -> list[tuple[str, bool, str, object]]:
         """Checks across fields, for ``check_config``: (field, holds, expected, got)."""
         return [("diagnose_every", self.diagnose_every % self.eval_every == 0,
-                 f"a multiple of eval_every ({self.eval_every})", self.diagnose_every)]
+                 f"a multiple of eval_every ({self.eval_every})", self.diagnose_every),
+                ("curriculum_len", not self.curriculum_steps or self.curriculum_len >= self.data.min_len,
+                 f"at least data.min_len ({self.data.min_len}) when curriculum_steps > 0, "
+                 "or no line is short enough", self.curriculum_len)]
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
@@ -125,10 +132,14 @@ def check_fits(cfg: TrainConfig) -> None:
                 cfg.data.max_len)
 
 
-def batch_indices(seed: int, step: int, pool_size: int, batch_size: int) -> np.ndarray:
+def batch_indices(seed: int, step: int, pool_size: int, batch_size: int,
+                  among: np.ndarray | None = None) -> np.ndarray:
     """The samples of ``step``: a pure function of (seed, step), so a resumed run sees the
-    same batches as an uninterrupted one."""
-    return np.random.default_rng([seed, step]).integers(0, pool_size, size=batch_size)
+    same batches as an uninterrupted one. ``among``: draw only from these pool indices."""
+    rng = np.random.default_rng([seed, step])
+    if among is None:
+        return rng.integers(0, pool_size, size=batch_size)
+    return among[rng.integers(0, len(among), size=batch_size)]
 
 
 def _tensors(pool: Pool, idx):
@@ -305,8 +316,13 @@ def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = Non
     if step == 0:
         log_eval(0)
     params = [p for p in model.parameters()]
+    short = np.flatnonzero(train.lengths <= cfg.curriculum_len)  # the curriculum's lines
+    if cfg.curriculum_steps and not len(short):
+        raise ConfigError("curriculum_len", f"expected a length some training line has (the "
+                          f"shortest has {int(train.lengths.min())}), got {cfg.curriculum_len}")
     while step < cfg.steps:
-        idx = batch_indices(cfg.seed, step, len(train), cfg.batch_size)
+        idx = batch_indices(cfg.seed, step, len(train), cfg.batch_size,
+                            among=short if step < cfg.curriculum_steps else None)
         x, targets, lengths = _tensors(train, idx)  # (N, 1, H, W), (N, L), (N,)
         loss, _ = _model_loss(model, loss_fn, x, targets, lengths)
         opt.zero_grad(set_to_none=True)

@@ -152,7 +152,7 @@ def test_check_names_the_key(cfg, message):
     (["--seed", "1,-1"], "--seed: expected a non-negative integer, got -1"),
     (["--data-seed", "-1"], "--data-seed: expected a non-negative integer, got -1"),
     (["--data", "mnist"], "--data: expected one of lines, captcha, digits, got 'mnist'"),
-    (["--reduction", "none"], "--reduction: expected one of mean, sum, got 'none'"),
+    (["--reduction", "none"], "--reduction: expected one of mean, sum, per-line, got 'none'"),
     (["--height", "20"], "--height: expected a multiple of 16, got 20"),
 ])
 def test_bad_option_values_name_the_option(tmp_path, args, message):

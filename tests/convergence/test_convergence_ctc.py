@@ -16,21 +16,22 @@ def _batch(rng, T=4, N=3, C=3):
 
 
 def _oracle(logits, targets, target_lengths, reduction):
-    """Brute-force per-sample losses/grads, reduced by hand (torch's mean divides by length)."""
+    """Brute-force per-sample losses/grads, reduced by hand (torch's mean divides by length,
+    per-line is the plain mean over the batch)."""
     x = logits.detach().numpy()
     N = x.shape[1]
     loss, grad = 0.0, np.zeros_like(x)
     for n in range(N):
         tl = int(target_lengths[n])
         l, g = brute_force(x[:, n], targets[n, :tl].tolist())
-        w = 1.0 / (tl * N) if reduction == "mean" else 1.0
+        w = {"mean": 1.0 / (tl * N), "sum": 1.0, "per-line": 1.0 / N}[reduction]
         loss += w * l
         grad[:, n] = w * g
     return loss, grad
 
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
-@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "per-line"])
 def test_loss_and_gradient_match_brute_force(rng, backend, reduction):
     """Both loss paths give the enumerated loss and its gradient w.r.t. the logits."""
     logits, targets, il, tl = _batch(rng)
@@ -51,7 +52,7 @@ def test_numpy_backend_scales_upstream_gradient(rng):
 
 def test_bad_reduction_and_backend():
     """Unknown reduction or backend names are clear errors."""
-    with pytest.raises(ValueError, match="reduction: expected one of mean, sum, got 'none'"):
+    with pytest.raises(ValueError, match="reduction: expected one of mean, sum, per-line, got 'none'"):
         ctc_loss_fn("torch", reduction="none")
     with pytest.raises(KeyError, match="unknown backend 'nope'"):
         ctc_loss_fn("nope")

@@ -26,12 +26,17 @@ def test_per_position_model_shape_and_width_check():
         model(torch.rand(2, 1, 32, 64))
 
 
-def test_batchnorm_switch_adds_batchnorm():
-    """--batchnorm really inserts BatchNorm layers in the CRNN."""
-    def count(bn):
-        m = build_model(ModelConfig(name="crnn", batchnorm=bn, channels=4))
-        return sum(isinstance(x, torch.nn.BatchNorm2d) for x in m.modules())
-    assert count(False) == 0 and count(True) == 4
+@pytest.mark.parametrize("name", list(MODELS))
+def test_batchnorm_switch_puts_one_batchnorm_after_every_conv(name):
+    """--batchnorm inserts a BatchNorm after each conv layer of every model, and
+    --no-batchnorm leaves none (the ResNet's convs then carry biases)."""
+    def count(bn, kind):
+        m = build_model(ModelConfig(name=name, batchnorm=bn, channels=4))
+        return sum(isinstance(x, kind) for x in m.modules())
+    convs = count(True, torch.nn.Conv2d)
+    assert convs >= 3
+    assert count(True, torch.nn.BatchNorm2d) == convs
+    assert count(False, torch.nn.BatchNorm2d) == 0
 
 
 def test_crnn_size_at_32_channels():

@@ -99,6 +99,31 @@ def test_batches_depend_only_on_seed_and_step():
     assert not (batch_indices(1, 7, 100, 5) == batch_indices(1, 8, 100, 5)).all()
 
 
+def test_curriculum_draws_only_short_lines_for_its_steps(tmp_path, monkeypatch):
+    """With curriculum_steps=3 and curriculum_len=1, the first three training batches hold
+    only one-character lines; the later ones any length of the pool."""
+    import ctcbench.convergence.train as train
+    seen = []  # (pool, batch lengths) of every batch made into tensors
+    real = train._tensors
+    monkeypatch.setattr(train, "_tensors",
+                        lambda pool, idx: seen.append((pool, pool.lengths[idx])) or real(pool, idx))
+    cfg = tiny_train_config(steps=6, eval_every=6, curriculum_steps=3, curriculum_len=1)
+    train_run(cfg, tmp_path / "run")
+    train_pool = next(p for p, _ in seen if len(p) == cfg.data.train_size)
+    batches = [lengths for p, lengths in seen if p is train_pool]
+    assert len(batches) == 6
+    assert all((b == 1).all() for b in batches[:3])
+    assert any((b > 1).any() for b in batches[3:])
+
+
+def test_curriculum_shorter_than_every_line_is_refused():
+    """A curriculum whose length no training line has would draw from nothing."""
+    cfg = tiny_train_config(curriculum_steps=5, curriculum_len=2)
+    cfg.data.min_len = 3
+    with pytest.raises(ValueError, match=r"curriculum_len: expected at least data.min_len \(3\)"):
+        cfg.check()
+
+
 def test_summarize_definitions():
     """Plateau end and steps-to-CER follow their documented definitions; censored is None."""
     rows = [{"step": 0, "emitted": 2.0, "cer": 0.95}, {"step": 10, "emitted": 0.0, "cer": 1.0},
@@ -114,7 +139,8 @@ def test_summarize_definitions():
     ("optimizer", "lbfgs", "optimizer: expected one of adam, rmsprop, sgd, adamw, adadelta, got 'lbfgs'"),
     ("lr", -1.0, "lr: expected a positive number, got -1.0"),
     ("steps", 0, "steps: expected >= 1, got 0"),
-    ("reduction", "none", "reduction: expected one of mean, sum, got 'none'"),
+    ("reduction", "none", "reduction: expected one of mean, sum, per-line, got 'none'"),
+    ("curriculum_steps", -1, "curriculum_steps: expected a non-negative integer, got -1"),
 ])
 def test_bad_training_config_is_named(field, value, message):
     """Bad training settings give 'expected X, got Y' errors naming the setting."""
