@@ -14,6 +14,7 @@ import click
 
 from ctcbench import __version__
 from ctcbench.convergence.options import SettingsCommand
+from ctcbench.convergence.scenarios import SCENARIOS
 
 
 def format_option(*choices: str):
@@ -243,11 +244,15 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
               help="Also write TensorBoard event files (scalars and hparams), one subfolder "
                    "per run, into DIR [default: RUN_FOLDER/tensorboard]. Needs "
                    "pip install 'ctcbench[tensorboard]'.")
+@click.option("--scenario", type=click.Choice(list(SCENARIOS)), default=None,
+              help="Run a named experiment (docs/convergence.md): one grid per arm, in "
+                   "--out/<arm>/; options given here override the scenario's shared settings, "
+                   "not what an arm changes.")
 @format_option("table", "json")
 @click.pass_context
 @library_errors
-def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorboard, fmt,
-                config_file, **_settings):
+def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorboard, scenario,
+                fmt, config_file, **_settings):
     """Train small line recognisers with CTC under several optimizers and record convergence.
 
     Every setting can also come from --config FILE.toml, for example:
@@ -268,39 +273,62 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
                                              load_toml, stored_config)
     from ctcbench.convergence.executors import make_executor
     from ctcbench.convergence.grid import run_grid
-    from ctcbench.convergence.verdicts import to_records, verdicts
     from ctcbench.convergence.options import command_line_settings, option_names, resume_folder
-    from ctcbench.convergence.tables import records, table
-    from ctcbench.runstore import to_json
     from_file = load_toml(config_file) if config_file else {}
     given = command_line_settings(ctx)
-    values = {**from_file, **given}
     if jobs is not None and jobs < 1:
         raise click.ClickException(f"--jobs: expected >= 1, got {jobs}")
-    folder = resume_folder(out, resume)
-    stored = stored_config(folder) if folder is not None else None
-    if stored is not None:  # the stored config is used: what was given must agree with it
-        conflicts = config_conflicts(stored, values, run_dir=folder)
-        if conflicts:
-            raise click.ClickException("\n".join(conflicts))
-    base, grid = build(values)
     if tensorboard is not None:  # before training: a missing package must not waste a run
         from ctcbench.convergence.events import check_tensorboard
         check_tensorboard(tensorboard)
     pool = make_executor(executor, scheduler=scheduler, jobs=jobs or min(2, os.cpu_count() or 1))
-    try:
-        if folder is None:
-            check_run(base, grid)
-        result = run_grid(base, grid, out=folder or out, resume=folder is not None, jobs=jobs,
-                          cache_dir=cache_dir, executor=pool)
-    except ConfigError as exc:  # name the option, or the file key the value came from
-        in_file = exc.key in from_file and exc.key not in given
-        raise click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
-                                             else option_names().get(exc.key, exc.key))) from None
+
+    def run_values(values: dict, folder, resume_it: bool, events_dir=tensorboard):
+        stored = stored_config(folder) if resume_it else None
+        if stored is not None:  # the stored config is used: what was given must agree with it
+            conflicts = config_conflicts(stored, values, run_dir=folder)
+            if conflicts:
+                raise click.ClickException("\n".join(conflicts))
+        base, grid = build(values)
+        try:
+            if not resume_it:
+                check_run(base, grid)
+            result = run_grid(base, grid, out=folder, resume=resume_it, jobs=jobs,
+                              cache_dir=cache_dir, executor=pool)
+        except ConfigError as exc:  # name the option, or the file key the value came from
+            in_file = exc.key in from_file and exc.key not in given
+            raise click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
+                                                 else option_names().get(exc.key, exc.key))) from None
+        if events_dir is not None:
+            from ctcbench.convergence.events import write_events
+            click.echo(f"tensorboard: {write_events(result.run_dir, events_dir or None)}", err=True)
+        return result
+
+    if scenario is not None:
+        from ctcbench.convergence.scenarios import run_scenario, write_scenario
+        from ctcbench.runstore import run_folder_path
+        if resume and out is None:
+            raise click.UsageError("--resume needs --out (the scenario folder to continue)")
+        folder = run_folder_path(f"scenario-{scenario}", out)
+        results = run_scenario(
+            scenario, {**from_file, **given}, out=folder, resume=resume,
+            run_arm=lambda values, arm_dir, resume_it: run_values(
+                values, arm_dir, resume_it,
+                tensorboard if not tensorboard else str(Path(tensorboard) / arm_dir.name)),
+            echo=lambda line: click.echo(line, err=True))
+        show_scenario(write_scenario(folder, scenario, results), fmt)
+        return
+    folder = resume_folder(out, resume)
+    result = run_values({**from_file, **given}, folder or out, folder is not None)
+    show_grid(result, fmt)
+
+
+def show_grid(result, fmt: str) -> None:
+    """The runs, each optimizer's verdict at its best rate and the pairwise differences."""
+    from ctcbench.convergence.tables import records, table
+    from ctcbench.convergence.verdicts import to_records, verdicts
+    from ctcbench.runstore import to_json
     summary, run_dir = result.rows, result.run_dir
-    if tensorboard is not None:
-        from ctcbench.convergence.events import write_events
-        click.echo(f"tensorboard: {write_events(run_dir, tensorboard or None)}", err=True)
     best, diffs = verdicts(summary)
     if fmt == "json":
         click.echo(to_json({"runs": records(summary), "verdicts": to_records(best),
@@ -315,6 +343,22 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
         click.echo("")
         click.echo(table(diffs))
     click.echo(f"\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})")
+
+
+def show_scenario(written: dict, fmt: str) -> None:
+    """Per arm, for both metrics: the verdicts, the optimizers' differences, the arm against
+    the baseline."""
+    from ctcbench.convergence.tables import table
+    from ctcbench.runstore import to_json
+    if fmt == "json":
+        click.echo(to_json(written["json"], indent=2))
+        return
+    click.echo(table(written["verdicts"]))
+    for key in ("differences", "versus_baseline"):
+        if len(written[key]):
+            click.echo("")
+            click.echo(table(written[key]))
+    click.echo(f"\nscenario folder: {written['folder']}  (plot: {written['plot']})")
 
 
 @cli.command()

@@ -227,7 +227,8 @@ class RunFolder:
         self.close()
 
 
-def _folder(kind: str, out) -> Path:
+def run_folder_path(kind: str, out=None) -> Path:
+    """``out``, or ``reports/<kind>-<UTC time>`` when it is ``None``."""
     if out is None:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
         return DEFAULT_REPORTS / f"{kind}-{stamp}"
@@ -251,7 +252,7 @@ def open_run(kind: str, out=None, *, resume: bool = False, command: str | None =
     if kind not in ROW_FORMATS:
         raise ValueError(f"kind: expected one of {', '.join(ROW_FORMATS)}, got {kind!r}")
     check_resume(out, resume)
-    path = _folder(kind, out)
+    path = run_folder_path(kind, out)
     if resume and not path.is_dir():
         raise ValueError(f"--resume: expected an existing run folder, got {str(path)!r} "
                          f"(no such folder)")

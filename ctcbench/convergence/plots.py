@@ -13,19 +13,22 @@ PANELS = (("test_loss", "held-out CTC loss"), ("cer", "held-out CER (greedy)"),
           ("blank_frac", "fraction of frames argmax = blank"), ("grad_norm", "gradient norm"))
 
 
-def _group_label(g: pd.DataFrame, keys) -> str:
-    model, opt, lr = keys
-    return f"{model} {opt} lr={lr:g} ({g['seed'].nunique()} seed{'s' if g['seed'].nunique() > 1 else ''})"
+def _group_label(g: pd.DataFrame, by, keys) -> str:
+    keys = keys if isinstance(keys, tuple) else (keys,)
+    parts = [f"lr={v:g}" if col == "lr" else str(v) for col, v in zip(by, keys)]
+    n = g["seed"].nunique()
+    return f"{' '.join(parts)} ({n} seed{'s' if n > 1 else ''})"
 
 
-def plot_curves(curves: pd.DataFrame, path: str | Path) -> Path:
-    """Write a 2x2 PNG of the curves; returns the path."""
+def plot_curves(curves: pd.DataFrame, path: str | Path, *,
+                by=("model", "optimizer", "lr")) -> Path:
+    """Write a 2x2 PNG of the curves, one colour per ``by`` group; returns the path."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
-    groups = list(curves.groupby(["model", "optimizer", "lr"], sort=False))
+    groups = list(curves.groupby(list(by), sort=False))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (col, title) in zip(axes.flat, PANELS):
         for i, (keys, g) in enumerate(groups):
@@ -36,7 +39,7 @@ def plot_curves(curves: pd.DataFrame, path: str | Path) -> Path:
             if wide.shape[1] > 1:
                 ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=color,
                                 alpha=0.18, lw=0)
-            ax.plot([], [], color=color, label=_group_label(g, keys))
+            ax.plot([], [], color=color, label=_group_label(g, by, keys))
         ax.set_title(title)
         ax.grid(alpha=0.3)
         if col in ("test_loss", "grad_norm"):

@@ -88,26 +88,26 @@ def bootstrap_difference(a, b, *, resamples: int = RESAMPLES, seed: int = 0,
     return point, low, high
 
 
-def best_lr(runs: pd.DataFrame) -> float:
+def best_lr(runs: pd.DataFrame, metric: str = METRIC) -> float:
     """The best learning rate of one (model, optimizer) under the rule above."""
     keyed = []
     for lr, g in runs.groupby("lr"):
         final = censored(g["final_cer"])
-        keyed.append((median(censored(g[METRIC])), median(final), float(lr)))
+        keyed.append((median(censored(g[metric])), median(final), float(lr)))
     return min(keyed)[2]
 
 
-def verdicts(summary: pd.DataFrame, *, resamples: int = RESAMPLES,
+def verdicts(summary: pd.DataFrame, *, metric: str = METRIC, resamples: int = RESAMPLES,
              seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(verdicts, differences)`` from the summary rows (columns ``model``, ``optimizer``,
-    ``lr``, ``seed``, ``steps_to_cer10``, ``final_cer``)."""
+    ``lr``, ``seed``, ``final_cer`` and ``metric``: a step column, missing = censored)."""
     rows, at_best = [], {}
     for (model, opt), g in summary.groupby(["model", "optimizer"], sort=False):
-        lr = best_lr(g)
-        values = censored(g.loc[g["lr"] == lr, METRIC])
+        lr = best_lr(g, metric)
+        values = censored(g.loc[g["lr"] == lr, metric])
         med, low, high = bootstrap_median(values, resamples=resamples, seed=seed)
         at_best[model, opt] = values
-        rows.append({"model": model, "optimizer": opt, "best_lr": lr, "metric": METRIC,
+        rows.append({"model": model, "optimizer": opt, "best_lr": lr, "metric": metric,
                      "median": med, "ci_low": low, "ci_high": high, "n_seeds": len(values),
                      "n_censored": int(np.isinf(values).sum())})
     diffs = []
@@ -117,7 +117,7 @@ def verdicts(summary: pd.DataFrame, *, resamples: int = RESAMPLES,
             point, low, high = bootstrap_difference(at_best[model, first], at_best[model, second],
                                                     resamples=resamples, seed=seed)
             faster = first if high < 0 else second if low > 0 else None
-            diffs.append({"model": model, "optimizer": first, "versus": second, "metric": METRIC,
+            diffs.append({"model": model, "optimizer": first, "versus": second, "metric": metric,
                           "difference": point, "ci_low": low, "ci_high": high, "faster": faster})
     return pd.DataFrame(rows), pd.DataFrame(diffs)
 
