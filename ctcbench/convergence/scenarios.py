@@ -41,7 +41,7 @@ SCENARIOS = {
         "its best learning rate, on rendered digit lines.",
         {"model.name": ("linecnn", "linecnnlstm", "crnn"), "optimizer": ("adam", "rmsprop"),
          "lr": (3e-4, 1e-3, 3e-3), "seed": (0, 1, 2), "data.train_size": 4000,
-         "data.test_size": 256},
+         "data.test_size": 256, "diagnose_every": 50},
         {"baseline": {}}),
     "captcha-stall": Scenario(
         "The captcha ResNet+BiLSTM whose loss stalls near 16 (per line, Keras' convention): "
@@ -50,7 +50,7 @@ SCENARIOS = {
          "data.max_len": 5, "data.train_size": 4000, "data.test_size": 256,
          "model.name": ("rescrnn",), "model.batchnorm": True, "optimizer": ("adam",),
          "lr": (1e-3,), "batch_size": 16, "reduction": "per-line", "steps": 1000,
-         "seed": (0, 1, 2, 3)},
+         "seed": (0, 1, 2, 3), "diagnose_every": 100},
         {"baseline": {}, "lr3e-4": {"lr": (3e-4,)}, "lr3e-3": {"lr": (3e-3,)},
          "batch64": {"batch_size": 64}, "no-batchnorm": {"model.batchnorm": False},
          "lengths2-5": {"data.min_len": 2},
