@@ -9,7 +9,8 @@ power of four in T, N, L and C (extra frames and labels masked, extra samples we
 extra classes have probability 0) and the blank is moved to class 0: every small case
 shares one compiled function. ``run(problem, exact_shape=True)`` (what ``ctcbench bench``
 asks for) pads nothing and compiles for the problem's own shape, which is what a user who
-jits ``optax.ctc_loss`` for their batch shape gets.
+jits ``optax.ctc_loss`` for their batch shape gets; ``kernel(problem)`` (what the bench times)
+is that function on arrays already on the device, without the per-call NumPy conversions.
 
 Trap: optax scores log(0) as ``log_epsilon = -1e5``, so an infeasible target gets a finite
 loss near 1e5 with a non-zero gradient instead of inf; such problems are refused.
@@ -59,6 +60,30 @@ class OptaxBackend:
             exact_shape: bool = False) -> BackendResult:
         """``grad_weights (N,)``: upstream gradient per loss (default 1). ``exact_shape``:
         compile for the problem's own (T, N, L, C), no bucket padding (for timing)."""
+        args, rename, (Tb, Nb, Lb, Cb) = self._inputs(problem, grad_weights, exact_shape)
+        T, N, C, _ = problem.shape
+        (_, loss), grad = self._fn(*args, 0)
+        loss = np.asarray(loss)[:N]  # (N,)
+        grad = np.asarray(grad)[:N, :T, :C][..., rename].transpose(1, 0, 2)  # (T, N, C)
+        return BackendResult(loss, grad, compute_dtype=str(grad.dtype),
+                             notes=[f"jax.jit on (T, N, L, C) = ({Tb}, {Nb}, {Lb}, {Cb})"
+                                    + (" (exact shape)" if exact_shape else " (bucket)")])
+
+    def kernel(self, problem: CTCProblem):
+        """What `bench` times: the jitted loss and gradient of the exact shape on inputs
+        already on the JAX device, waited for (``block_until_ready``); returns
+        ``(loss (N,), grad (N, T, C) with the blank moved to class 0)``."""
+        import jax
+        args, _, _ = self._inputs(problem, None, exact_shape=True)
+        args = [jax.device_put(a) for a in args]
+
+        def call():
+            (_, loss), grad = self._fn(*args, 0)
+            return loss, grad.block_until_ready()
+        return call
+
+    def _inputs(self, problem: CTCProblem, grad_weights, exact_shape: bool):
+        """``(the jitted function's NumPy arguments, class renaming, padded (T, N, L, C))``."""
         check_dtype(problem, self.name, self.dtypes)
         refuse_neg_inf(problem, self.name, "optax returns a NaN loss")
         refuse_infeasible(problem, self.name,
@@ -85,12 +110,7 @@ class OptaxBackend:
         label_pad[:N, :L] = ~label_mask  # (N, L') 1 on padding
         weights = np.zeros(Nb, dtype)  # (N,) padded samples weigh nothing
         weights[:N] = 1.0 if grad_weights is None else np.asarray(grad_weights, np.float64)
-        (_, loss), grad = self._fn(logits, logit_pad, label_ids, label_pad, weights, 0)
-        loss = np.asarray(loss)[:N]  # (N,)
-        grad = np.asarray(grad)[:N, :T, :C][..., rename].transpose(1, 0, 2)  # (T, N, C)
-        return BackendResult(loss, grad, compute_dtype=str(grad.dtype),
-                             notes=[f"jax.jit on (T, N, L, C) = ({Tb}, {Nb}, {Lb}, {Cb})"
-                                    + (" (exact shape)" if exact_shape else " (bucket)")])
+        return (logits, logit_pad, label_ids, label_pad, weights), rename, (Tb, Nb, Lb, Cb)
 
 
 def padded_shape(problem: CTCProblem, *, exact_shape: bool = False) -> tuple[int, int, int, int]:

@@ -89,20 +89,7 @@ class TFBackend:
 
     def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
         """``grad_weights (N,)``: upstream gradient per loss (default 1)."""
-        check_dtype(problem, self.name, self.dtypes)
-        refuse_neg_inf(problem, self.name, "TensorFlow gives a gradient to a sample whose target "
-                       "passes through a probability-0 label (the dense path: a NaN loss)")
-        refuse_infeasible(problem, self.name, self._infeasible_behaviour)
-        if self.tf is None:
-            self.prepare()
-        tf = self.tf
-        labels, label_length = self._labels(problem)
-        logits = tf.constant(problem.clean_logits(np.dtype(problem.dtype)))  # (T, N, C)
-        logit_length = tf.constant(problem.input_lengths.astype(np.int32))  # (N,)
-        blank = problem.blank  # a Python int: the dense path branches on it while tracing
-        weights = tf.constant(np.ones(problem.shape[1]) if grad_weights is None
-                              else np.asarray(grad_weights, np.float64), logits.dtype)  # (N,)
-        args = (logits, labels, label_length, logit_length, weights, blank)
+        args = self._inputs(problem, grad_weights)
         notes = []
         compute_dtype = problem.dtype
         if problem.dtype == "float32":
@@ -117,6 +104,38 @@ class TFBackend:
                              "for float64: expect ~1e-8 loss and ~1e-7 gradient error")
         return BackendResult(loss.numpy(), grad.numpy(), compute_dtype=compute_dtype,
                              notes=notes)
+
+    def kernel(self, problem: CTCProblem):
+        """What `bench` times: the loss and gradient of tensors built once, as a user's step
+        runs it: float32 a ``tf.function`` of the logits that captures the labels and lengths
+        (traced on the first call), float64 eagerly; returns NumPy ``(loss, grad)``."""
+        logits, *rest = self._inputs(problem, None)
+
+        def step(x):
+            return self._loss_and_grad(x, *rest)
+        fn = self.tf.function(step) if problem.dtype == "float32" else step
+
+        def call():
+            loss, grad = fn(logits)
+            return loss.numpy(), grad.numpy()
+        return call
+
+    def _inputs(self, problem: CTCProblem, grad_weights) -> tuple:
+        """The arguments of ``_loss_and_grad``, as TensorFlow objects."""
+        check_dtype(problem, self.name, self.dtypes)
+        refuse_neg_inf(problem, self.name, "TensorFlow gives a gradient to a sample whose target "
+                       "passes through a probability-0 label (the dense path: a NaN loss)")
+        refuse_infeasible(problem, self.name, self._infeasible_behaviour)
+        if self.tf is None:
+            self.prepare()
+        tf = self.tf
+        labels, label_length = self._labels(problem)
+        logits = tf.constant(problem.clean_logits(np.dtype(problem.dtype)))  # (T, N, C)
+        logit_length = tf.constant(problem.input_lengths.astype(np.int32))  # (N,)
+        blank = problem.blank  # a Python int: the dense path branches on it while tracing
+        weights = tf.constant(np.ones(problem.shape[1]) if grad_weights is None
+                              else np.asarray(grad_weights, np.float64), logits.dtype)  # (N,)
+        return logits, labels, label_length, logit_length, weights, blank
 
     _infeasible_behaviour = "TF's C++ kernel raises 'Not enough time for target transition sequence'"
 

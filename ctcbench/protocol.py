@@ -114,8 +114,9 @@ class Backend(Protocol):
 
     def run(self, problem, *, grad_weights=None) -> Any: ...
 
-    # Optional, not a protocol member: ``run_reduced(problem, *, reduction, zero_infinity)``,
-    # the backend's own reduction (see BackendTraits.runs_reduced).
+    # Optional, not protocol members: ``run_reduced(problem, *, reduction, zero_infinity)``,
+    # the backend's own reduction (see BackendTraits.runs_reduced); ``kernel(problem)``, what
+    # `bench` times (see BackendTraits.has_kernel and kernel_call).
 
 
 def run_takes(backend, keyword: str) -> bool:
@@ -125,6 +126,16 @@ def run_takes(backend, keyword: str) -> bool:
     except (AttributeError, TypeError, ValueError):
         return False
     return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def kernel_call(backend, problem, traits: "BackendTraits | None" = None) -> Callable[[], object]:
+    """What `bench` times for ``backend`` on ``problem``: ``backend.kernel(problem)`` where it
+    has one, else a call of ``run(problem)`` on the exact shape (no bucket padding)."""
+    traits = traits or BackendTraits.of(backend)
+    if traits.has_kernel:
+        return backend.kernel(problem)
+    kwargs = {"exact_shape": True} if traits.takes_exact_shape else {}
+    return lambda: backend.run(problem, **kwargs)
 
 
 # Each check returns the trait's normalised value or raises TypeError; BackendTraits.of turns
@@ -227,6 +238,13 @@ class BackendTraits:
     # run() accepts exact_shape=True: compute on the problem's own shape, with no padding to
     # shared compilation buckets (what `bench` asks for); read off its signature
     takes_exact_shape: bool = False
+    # the backend has ``kernel(problem)``: it converts the problem into the framework's own
+    # objects once (tensors, sparse labels, a function compiled for the exact shape) and
+    # returns a zero-argument function that computes the loss and the gradient from them and
+    # waits for the result, as a user's own training step would. `bench` times that function
+    # as the kernel time; the adapter's conversions in and out of ``run`` are timed apart.
+    # Read off the backend (a method of that name), never declared
+    has_kernel: bool = False
 
     @classmethod
     def of(cls, backend) -> "BackendTraits":
@@ -234,7 +252,8 @@ class BackendTraits:
         wrong kind is a ValueError "CLASS.ATTR: expected X, got Y"."""
         values = {"takes_grad_weights": run_takes(backend, "grad_weights"),
                   "runs_reduced": callable(getattr(backend, "run_reduced", None)),
-                  "takes_exact_shape": run_takes(backend, "exact_shape")}
+                  "takes_exact_shape": run_takes(backend, "exact_shape"),
+                  "has_kernel": callable(getattr(backend, "kernel", None))}
         for f in fields(cls):
             if f.name not in _CHECKS or not hasattr(backend, f.name):
                 continue

@@ -1,13 +1,15 @@
 """Speed and peak memory of every backend's forward+backward over a grid of sizes.
 
-What is timed: the adapter's ``run(problem)``, the same work for every backend: log_softmax
-of the logits, the CTC forward and backward, the gradient w.r.t. the logits, and the
-adapter's conversions in and out. It is timed where it runs: in this process, or, for an
-isolated backend, inside its worker process (the worker's ``bench`` request), so the round
-trip to the worker (``roundtrip_s``, measured on one extra call) and the first call (JIT
-compilation, imports: ``first_call_s``) are columns of their own, never in the kernel time.
-Backends whose ``run`` takes ``exact_shape`` are asked for it: nothing is padded to shared
-compilation buckets. Repeats are interleaved across backends (repeat 1
+What is timed (the kernel time, ``time_median_s``): the same work for every backend,
+log_softmax of the logits, the CTC forward and backward and the gradient w.r.t. the logits,
+as a user's training step runs it. For a framework adapter with a ``kernel`` (optax, tf):
+the framework's own function on its own tensors, built once per problem; otherwise the
+adapter's ``run`` on the exact shape (nothing padded to shared compilation buckets). It is
+timed where it runs: in this process, or, for an isolated backend, inside its worker process
+(the worker's ``bench`` request). Columns of their own, never in the kernel time: the first
+call (JIT compilation, imports: ``first_call_s``), one whole ``run`` with the adapter's
+conversions in and out (``run_s``), and the round trip to a worker (``roundtrip_s``), both
+measured on one extra call. Repeats are interleaved across backends (repeat 1
 of every backend, then repeat 2, ...), so load on a shared machine hits all of them alike,
 and each backend's ratio to ``torch`` is taken pair by pair within one repeat.
 
@@ -23,11 +25,12 @@ import ctypes
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 
 from ctcbench.bench.sizes import Size, expect, make_problem
-from ctcbench.protocol import as_result
+from ctcbench.protocol import as_result, kernel_call
 from ctcbench.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
                                get_backend)
 from ctcbench.timing import CallTimes, time_calls, timed
@@ -119,14 +122,17 @@ def peak_rss_delta(fn, *, interval: float = 0.0005) -> float | None:
 
 # -- measuring ---------------------------------------------------------------------------
 class _Timer:
-    """Times one backend's ``run`` on one problem where the backend runs: in this process, or
-    inside its worker process (``IsolatedBackend.bench``), so the round trip to a worker never
-    enters the times. Asks for the exact shape (no padding to compilation buckets)."""
+    """Times one backend on one problem where the backend runs: in this process, or inside
+    its worker process (``IsolatedBackend.bench``), so the round trip to a worker never
+    enters the times. What is timed is :func:`ctcbench.protocol.kernel_call`: the backend's
+    ``kernel`` where it has one, else ``run`` on the exact shape (no compilation buckets)."""
 
     def __init__(self, backend, problem):
         self.worker, self.problem = backend.worker, problem
-        kwargs = {"exact_shape": True} if backend.traits.takes_exact_shape else {}
-        self.call = lambda: backend.impl.run(problem, **kwargs)
+        self.run = lambda: backend.impl.run(
+            problem, **({"exact_shape": True} if backend.traits.takes_exact_shape else {}))
+        self.call = None if self.worker is not None else kernel_call(backend.impl, problem,
+                                                                     backend.traits)
 
     def start(self, warmup: int) -> CallTimes:
         """Warm-up (the first call timed apart) and the calls-per-measurement calibration."""
@@ -140,14 +146,17 @@ class _Timer:
             return self.worker.bench(None, repeat=1, number=number).times_s[0]
         return timed(self.call, number)
 
-    def roundtrip(self) -> tuple[float | None, list[str]]:
-        """One call as a driver makes it: the seconds it took beyond the call itself for a
-        worker (sending the problem, the pipe, the reply; ``None`` in-process), and the
-        result's notes (what the backend really did, e.g. the shape it compiled for)."""
+    def roundtrip(self) -> tuple[float | None, float, list[str]]:
+        """One ``run`` as a driver makes it: the seconds beyond the call itself for a worker
+        (sending the problem, the pipe, the reply; ``None`` in-process), the seconds of the
+        adapter's whole ``run`` (conversions in and out included), and the result's notes
+        (what the backend really did, e.g. the shape it compiled for)."""
         if self.worker is None:
-            return None, as_result(self.call(), self.problem).notes
+            t0 = time.perf_counter()
+            result = self.run()
+            return None, time.perf_counter() - t0, as_result(result, self.problem).notes
         result, wall_s, run_s = self.worker.run_timed(self.problem, exact_shape=True)
-        return max(wall_s - run_s, 0.0), result.notes
+        return max(wall_s - run_s, 0.0), run_s, result.notes
 
 
 def _size_fields(size: Size) -> dict:
@@ -227,7 +236,7 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
         except Exception as exc:
             row.update(_failure(exc))
             continue
-        row["roundtrip_s"], row["notes"] = trip[0]
+        row["roundtrip_s"], row["run_s"], row["notes"] = trip[0]
     return [rows[name] for name in backends]
 
 

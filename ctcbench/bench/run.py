@@ -135,7 +135,7 @@ def format_table(rows: list[dict]) -> str:
     rows = [r for r in rows if r.get("status") != "skipped"]
     has_base = any("change_time" in r for r in rows)
     head = ["backend", "threads", "T", "N", "C", "L", "cells", "median ms", "min-max ms",
-            "ns/cell", "x torch [min-max]", "1st call ms", "round trip ms", "peak MiB"] + (
+            "ns/cell", "x torch [min-max]", "1st call ms", "run() ms", "round trip ms", "peak MiB"] + (
         ["vs baseline"] if has_base else []) + ["status"]
     lines = []
     for r in rows:
@@ -148,6 +148,7 @@ def format_table(rows: list[dict]) -> str:
                 f"{_ms(r['time_min_s'])}-{_ms(r['time_max_s'])}" if ok else "",
                 f"{r['ns_per_cell']:.3g}" if ok else "", ratio,
                 _ms(r.get("first_call_s")) if ok else "",
+                _ms(r.get("run_s")) if ok else "",
                 _ms(r.get("roundtrip_s")) if ok else "",
                 "" if peak is None else f"{peak:.1f}"]
         if has_base:

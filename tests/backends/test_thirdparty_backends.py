@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 
 import numpy as np
 import pytest
@@ -135,6 +136,42 @@ def test_refusals_say_what_the_backend_would_do(name):
     with pytest.raises(UnsupportedProblem, match="not float16"):
         backend.run(CTCProblem(np.zeros((3, 1, 3), np.float16), [[1]], [3], [1]))
     assert backend.worker_pid is not None  # refusals do not cost the worker
+
+
+KERNEL_LOSS = """
+import sys
+import numpy as np
+from ctcbench import CTCProblem, get_backend
+name, path, out = sys.argv[1:]
+with np.load(path, allow_pickle=False) as f:
+    problem = CTCProblem(f["logits"], f["targets"], f["input_lengths"], f["target_lengths"])
+backend = get_backend(name, isolated=False)
+loss = backend.impl.kernel(problem)()[0]
+np.save(out, np.asarray(loss, dtype=np.float64))
+"""
+
+
+@pytest.mark.parametrize("name", ("optax", "tf"))
+def test_kernel_that_bench_times_computes_the_loss(rng, tmp_path, name):
+    """What `bench` times for optax and tf (their kernel(), in a process of its own) gives the
+    per-sample losses of the enumeration of every path, in both dtypes."""
+    import subprocess
+    import sys
+    backend_or_skip(name)
+    for dtype in DTYPES[name]:
+        problem = nonempty_problem(rng, T=6, N=3, C=4, L=2, dtype=dtype)
+        np.savez(tmp_path / "p.npz", logits=problem.logits, targets=problem.targets,
+                 input_lengths=problem.input_lengths, target_lengths=problem.target_lengths)
+        done = subprocess.run([sys.executable, "-c", KERNEL_LOSS, name, str(tmp_path / "p.npz"),
+                               str(tmp_path / "loss.npy")], capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "CTCBENCH_THREADS": "1"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        got = np.load(tmp_path / "loss.npy", allow_pickle=False)
+        for n in range(3):
+            T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
+            want, _ = oracles.brute_force(problem.logits[:T_n, n].astype(np.float64),
+                                          problem.targets[n, :L_n])
+            assert got[n] == pytest.approx(want, rel=tolerance(name, dtype)[0]), (dtype, n)
 
 
 def test_tf_kernel_refuses_empty_targets():

@@ -24,10 +24,12 @@ class Sleepy(NumpyBackend):
 
 
 class Hungry(NumpyBackend):
-    """The reference plus a known 64 MiB buffer, written so it is resident."""
+    """The reference plus a known 64 MiB buffer, written so it is resident, and held for
+    20 ms: longer than the sampling interval by far, even on a loaded machine."""
 
     def run(self, problem):
         buf = np.ones(64 * 2**20 // 8)
+        time.sleep(0.02)
         result = super().run(problem)
         assert buf[-1] == 1.0
         return result

@@ -14,7 +14,8 @@ from ctcbench import BackendUnavailable
 from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
 from ctcbench.bench.sizes import Size
 from ctcbench.cli import cli
-from timing_backends import SLEEP_S, SleepsFiftyMs
+from timing_backends import (SLEEP_S, ConvertsForAHundredMs, ConvertsForAHundredMsIsolated,
+                             SleepsFiftyMs)
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +37,21 @@ def test_isolated_kernel_time_is_measured_in_the_worker_without_the_round_trip(
     assert row["first_call_s"] >= SLEEP_S
     assert row["roundtrip_s"] > 0.02  # serialising and piping 200 MB is not free
     assert row["calls_per_measurement"] == 1
+
+
+@pytest.mark.parametrize("factory", [ConvertsForAHundredMs, ConvertsForAHundredMsIsolated])
+def test_a_backends_kernel_is_timed_and_its_conversions_are_a_column_apart(register_backends,
+                                                                             factory):
+    """A backend whose run() converts for 100 ms before a 50 ms computation, with a kernel()
+    that converts once: the kernel time is the 50 ms, run_s the whole 150 ms; in-process and
+    in a worker alike."""
+    register_backends("converts", factory)
+    rows = measure_size(resolve_backends(["converts"]), Size(20, 2, 5, 4), dtype="float64",
+                        repeat=3, memory=False)
+    row = next(r for r in rows if r["backend"] == "converts")
+    assert row["status"] == "ok", row.get("reason")
+    assert SLEEP_S <= row["time_median_s"] < SLEEP_S + 0.04
+    assert row["run_s"] >= SLEEP_S + factory.CONVERT_S
 
 
 def test_in_process_rows_have_a_first_call_and_no_round_trip():
