@@ -76,24 +76,31 @@ def run_scenario(name: str, given: dict, *, out: Path, resume: bool,
     resume)`` (which returns a ``RunResult``); returns ``{arm: RunResult}``."""
     scenario = SCENARIOS[name]
     out = Path(out)
-    record = {"scenario": name, "given": {k: list(v) if isinstance(v, tuple) else v
-                                          for k, v in given.items()}}
     marker = out / "scenario.json"
     if marker.exists():
-        stored = json.loads(marker.read_text())
+        try:
+            stored = json.loads(marker.read_text())
+            stored_given = {k: tuple(v) if isinstance(v, list) else v
+                            for k, v in stored["given"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ValueError(f"--out: expected a scenario.json written by `ctcbench convergence "
+                             f"--scenario`, got {str(marker)!r}") from None
         if not resume:
             raise ValueError(f"--out: {str(out)!r} already holds scenario "
                              f"{stored.get('scenario')!r}; add --resume to continue it")
         if stored.get("scenario") != name:
             raise ValueError(f"--scenario: {str(out)!r} holds scenario "
                              f"{stored.get('scenario')!r}, not {name!r}")
+        given = {**stored_given, **given}  # a resumed scenario keeps what its first run was given
     elif out.exists() and any(out.iterdir()):
         raise ValueError(f"--out: expected a new or empty folder for a scenario, got "
                          f"{str(out)!r} (it holds other files)")
     elif resume:
         raise ValueError(f"--resume: {str(out)!r} holds no scenario to continue")
-    out.mkdir(parents=True, exist_ok=True)
-    if not marker.exists():
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        record = {"scenario": name, "given": {k: list(v) if isinstance(v, tuple) else v
+                                              for k, v in given.items()}}
         marker.write_text(json.dumps(record, indent=2) + "\n")
     results = {}
     for i, arm in enumerate(scenario.arms, 1):

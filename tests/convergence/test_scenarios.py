@@ -82,7 +82,8 @@ def test_a_whole_scenario_runs_resumes_and_refuses_a_second_start(tmp_path):
     again = CliRunner().invoke(cli, args)
     assert again.exit_code != 0 and "already holds scenario 'captcha-stall'" in again.output
     mtimes = {arm: (out / arm / "rows.jsonl").stat().st_mtime_ns for arm in arms}
-    resumed = CliRunner().invoke(cli, [*args, "--resume"])
+    short = [a for a in args if a not in ("--lr", "0.01")]  # resumed without repeating --lr
+    resumed = CliRunner().invoke(cli, [*short, "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout)["verdicts"] == doc["verdicts"]
     assert {arm: (out / arm / "rows.jsonl").stat().st_mtime_ns for arm in arms} == mtimes
@@ -97,3 +98,11 @@ def test_a_scenario_into_a_folder_of_other_files_is_refused(tmp_path):
     assert res.exit_code != 0
     assert "--out: expected a new or empty folder for a scenario" in res.output
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_damaged_scenario_record_is_named_not_a_traceback(tmp_path):
+    (tmp_path / "scenario.json").write_text("{not json")
+    res = CliRunner().invoke(cli, ["convergence", "--scenario", "repeatvec", *TINY_ARGS,
+                                   "--out", str(tmp_path), "--resume"])
+    assert res.exit_code == 1
+    assert "--out: expected a scenario.json written by `ctcbench convergence --scenario`" in res.output
