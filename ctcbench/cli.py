@@ -347,14 +347,14 @@ def show_grid(result, fmt: str) -> None:
 
 def show_scenario(written: dict, fmt: str) -> None:
     """Per arm, for both metrics: the verdicts, the optimizers' differences, the arm against
-    the baseline."""
+    the baseline; the doctor's finding counts."""
     from ctcbench.convergence.tables import table
     from ctcbench.runstore import to_json
     if fmt == "json":
         click.echo(to_json(written["json"], indent=2))
         return
     click.echo(table(written["verdicts"]))
-    for key in ("differences", "versus_baseline"):
+    for key in ("differences", "versus_baseline", "findings"):
         if len(written[key]):
             click.echo("")
             click.echo(table(written[key]))

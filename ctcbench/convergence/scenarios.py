@@ -142,13 +142,32 @@ def scenario_tables(results: dict) -> tuple["pd.DataFrame", "pd.DataFrame", "pd.
 
 
 def scenario_curves(results: dict) -> "pd.DataFrame":
-    """Every arm's per-eval rows (its ``curves.csv``) with an ``arm`` column."""
+    """Every arm's per-eval rows with an ``arm`` column (``findings`` stay lists)."""
     import pandas as pd
-    frames = []
-    for arm, result in results.items():
-        curves = pd.read_csv(Path(result.run_dir) / "curves.csv")
-        frames.append(curves.assign(arm=arm))
-    return pd.concat(frames, ignore_index=True)
+
+    from ctcbench.convergence.grid import load_curves
+    return pd.concat([load_curves(Path(result.run_dir), list(result.rows["run"])).assign(arm=arm)
+                      for arm, result in results.items()], ignore_index=True)
+
+
+def finding_counts(curves: "pd.DataFrame") -> "pd.DataFrame":
+    """How often the doctor flagged what, per arm and model, over the diagnosed evals of
+    every run: one row per finding code seen (``time-invariant`` always, so that its count
+    on healthy models, the false positives, is explicit): ``runs_flagged`` of ``runs``,
+    ``evals_flagged`` of ``diagnosed_evals``. Empty when nothing was diagnosed."""
+    import pandas as pd
+    if "findings" not in curves:
+        return pd.DataFrame()
+    diagnosed = curves[curves["findings"].map(lambda f: isinstance(f, list))]
+    rows = []
+    for (arm, model), g in diagnosed.groupby(["arm", "model"], sort=False):
+        codes = dict.fromkeys(["time-invariant", *(c for f in g["findings"] for c in f)])
+        for code in codes:
+            flagged = g[g["findings"].map(lambda f: code in f)]
+            rows.append({"arm": arm, "model": model, "finding": code,
+                         "runs_flagged": flagged["run"].nunique(), "runs": g["run"].nunique(),
+                         "evals_flagged": len(flagged), "diagnosed_evals": len(g)})
+    return pd.DataFrame(rows)
 
 
 def write_scenario(folder: Path, name: str, results: dict) -> dict:
@@ -159,6 +178,8 @@ def write_scenario(folder: Path, name: str, results: dict) -> dict:
     from ctcbench.convergence.verdicts import to_records
     from ctcbench.runstore import to_json
     table, pairs, versus = scenario_tables(results)
+    curves = scenario_curves(results)
+    findings = finding_counts(curves)
     scenario = SCENARIOS[name]
     record = {"scenario": name, "question": scenario.question,
               "arms": [{"arm": arm, "changes": {k: list(v) if isinstance(v, tuple) else v
@@ -166,10 +187,10 @@ def write_scenario(folder: Path, name: str, results: dict) -> dict:
                         "run_dir": str(result.run_dir), "runs": records(result.rows)}
                        for arm, result in results.items()],
               "verdicts": to_records(table), "differences": to_records(pairs),
-              "versus_baseline": to_records(versus)}
+              "versus_baseline": to_records(versus), "findings": to_records(findings)}
     (folder / "verdicts.json").write_text(to_json(record, indent=2) + "\n")
     plot = folder / "scenario.png"
     by = ("arm",) if len(results) > 1 else ("model", "optimizer", "lr")
-    plot_curves(scenario_curves(results), plot, by=by)
-    return {"verdicts": table, "differences": pairs, "versus_baseline": versus, "json": record,
-            "folder": folder, "plot": plot}
+    plot_curves(curves, plot, by=by)
+    return {"verdicts": table, "differences": pairs, "versus_baseline": versus,
+            "findings": findings, "json": record, "folder": folder, "plot": plot}

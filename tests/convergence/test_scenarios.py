@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from ctcbench.cli import cli
 from ctcbench.convergence.config import build
-from ctcbench.convergence.scenarios import SCENARIOS, arm_values, scenario_tables
+from ctcbench.convergence.scenarios import (SCENARIOS, arm_values, finding_counts,
+                                            scenario_tables)
 
 TINY_ARGS = ["--train-size", "48", "--test-size", "8", "--min-len", "1", "--max-len", "3",
              "--steps", "2", "--eval-every", "2", "--batch-size", "4", "--channels", "4",
@@ -62,6 +63,21 @@ def test_tables_give_medians_and_the_arms_against_the_baseline():
     assert sooner == {"plateau_end_step": True, "steps_to_cer10": True}  # 350 vs never
 
 
+def test_finding_counts_are_per_run_and_per_diagnosed_eval():
+    """Two runs, four diagnosed evals (None = not diagnosed): each code is counted by hand;
+    time-invariant is listed for the healthy model even where it never fired."""
+    curves = pd.DataFrame({
+        "arm": "a", "model": ["crnn"] * 5 + ["repeatvec"],
+        "run": ["r1", "r1", "r1", "r2", "r2", "r3"],
+        "findings": [[], ["blank-collapse"], None, ["blank-collapse"], [], ["time-invariant"]]})
+    got = {(r["model"], r["finding"]): (r["runs_flagged"], r["runs"], r["evals_flagged"],
+                                        r["diagnosed_evals"])
+           for r in finding_counts(curves).to_dict("records")}
+    assert got == {("crnn", "time-invariant"): (0, 2, 0, 4),
+                   ("crnn", "blank-collapse"): (2, 2, 2, 4),
+                   ("repeatvec", "time-invariant"): (1, 1, 1, 1)}
+
+
 def test_a_whole_scenario_runs_resumes_and_refuses_a_second_start(tmp_path):
     out = tmp_path / "sc"
     args = ["convergence", "--scenario", "captcha-stall", *TINY_ARGS, "--lr", "0.01",
@@ -78,6 +94,7 @@ def test_a_whole_scenario_runs_resumes_and_refuses_a_second_start(tmp_path):
     assert len(doc["versus_baseline"]) == 2 * (len(arms) - 1)
     assert json.loads((out / "verdicts.json").read_text())["verdicts"] == doc["verdicts"]
     assert (out / "scenario.png").stat().st_size > 0
+    assert {f["arm"] for f in doc["findings"]} == set(arms)  # step 0 is diagnosed in every arm
 
     again = CliRunner().invoke(cli, args)
     assert again.exit_code != 0 and "already holds scenario 'captcha-stall'" in again.output
