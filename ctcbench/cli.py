@@ -283,22 +283,31 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
         check_tensorboard(tensorboard)
     pool = make_executor(executor, scheduler=scheduler, jobs=jobs or min(2, os.cpu_count() or 1))
 
+    def named(exc: ConfigError) -> click.ClickException:  # the option, or the file key
+        in_file = exc.key in from_file and exc.key not in given
+        return click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
+                                              else option_names().get(exc.key, exc.key)))
+
+    def check_values(values: dict):
+        base, grid = build(values)
+        try:
+            check_run(base, grid)
+        except ConfigError as exc:
+            raise named(exc) from None
+        return base, grid
+
     def run_values(values: dict, folder, resume_it: bool, events_dir=tensorboard):
         stored = stored_config(folder) if resume_it else None
         if stored is not None:  # the stored config is used: what was given must agree with it
             conflicts = config_conflicts(stored, values, run_dir=folder)
             if conflicts:
                 raise click.ClickException("\n".join(conflicts))
-        base, grid = build(values)
+        base, grid = build(values) if resume_it else check_values(values)
         try:
-            if not resume_it:
-                check_run(base, grid)
             result = run_grid(base, grid, out=folder, resume=resume_it, jobs=jobs,
                               cache_dir=cache_dir, executor=pool)
-        except ConfigError as exc:  # name the option, or the file key the value came from
-            in_file = exc.key in from_file and exc.key not in given
-            raise click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
-                                                 else option_names().get(exc.key, exc.key))) from None
+        except ConfigError as exc:
+            raise named(exc) from None
         if events_dir is not None:
             from ctcbench.convergence.events import write_events
             click.echo(f"tensorboard: {write_events(result.run_dir, events_dir or None)}", err=True)
@@ -315,7 +324,7 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
             run_arm=lambda values, arm_dir, resume_it: run_values(
                 values, arm_dir, resume_it,
                 tensorboard if not tensorboard else str(Path(tensorboard) / arm_dir.name)),
-            echo=lambda line: click.echo(line, err=True))
+            check_arm=check_values, echo=lambda line: click.echo(line, err=True))
         show_scenario(write_scenario(folder, scenario, results), fmt)
         return
     folder = resume_folder(out, resume)

@@ -71,9 +71,12 @@ def arm_values(scenario: Scenario, arm: str, given: dict) -> dict:
 
 
 def run_scenario(name: str, given: dict, *, out: Path, resume: bool,
-                 run_arm: Callable[[dict, Path, bool], object], echo=print) -> dict:
+                 run_arm: Callable[[dict, Path, bool], object],
+                 check_arm: Callable[[dict], object] = lambda values: None, echo=print) -> dict:
     """Run every arm of scenario ``name`` into ``out/<arm>`` with ``run_arm(values, folder,
-    resume)`` (which returns a ``RunResult``); returns ``{arm: RunResult}``."""
+    resume)`` (which returns a ``RunResult``); returns ``{arm: RunResult}``. Every arm not
+    started yet is first checked with ``check_arm(values)`` (raising on a bad setting), before
+    anything is written."""
     scenario = SCENARIOS[name]
     out = Path(out)
     marker = out / "scenario.json"
@@ -97,7 +100,10 @@ def run_scenario(name: str, given: dict, *, out: Path, resume: bool,
                          f"{str(out)!r} (it holds other files)")
     elif resume:
         raise ValueError(f"--resume: {str(out)!r} holds no scenario to continue")
-    else:
+    for arm in scenario.arms:
+        if not (out / arm / "meta.json").exists():
+            check_arm(arm_values(scenario, arm, given))
+    if not marker.exists():
         out.mkdir(parents=True, exist_ok=True)
         record = {"scenario": name, "given": {k: list(v) if isinstance(v, tuple) else v
                                               for k, v in given.items()}}

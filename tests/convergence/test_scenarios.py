@@ -123,3 +123,15 @@ def test_a_damaged_scenario_record_is_named_not_a_traceback(tmp_path):
                                    "--out", str(tmp_path), "--resume"])
     assert res.exit_code == 1
     assert "--out: expected a scenario.json written by `ctcbench convergence --scenario`" in res.output
+
+
+def test_a_bad_option_is_named_before_any_arm_starts(tmp_path):
+    """A curriculum no 5-character captcha fits is refused naming the option; nothing is
+    written, so the same folder can be used once the option is fixed."""
+    out = tmp_path / "sc"
+    res = CliRunner().invoke(cli, ["convergence", "--scenario", "captcha-stall", *TINY_ARGS,
+                                   "--min-len", "5", "--max-len", "5", "--curriculum-steps", "5",
+                                   "--out", str(out)])
+    assert res.exit_code == 1
+    assert "--curriculum-len: expected at least data.min_len (5)" in res.output
+    assert not out.exists()
