@@ -9,7 +9,8 @@ timed where it runs: in this process, or, for an isolated backend, inside its wo
 (the worker's ``bench`` request). Columns of their own, never in the kernel time: the first
 call (JIT compilation, imports: ``first_call_s``), one whole ``run`` with the adapter's
 conversions in and out (``run_s``), and the round trip to a worker (``roundtrip_s``), both
-measured on one extra call. Repeats are interleaved across backends (repeat 1
+measured on one extra call (and the peak memory on another, since its sampler thread slows
+the call it watches). Repeats are interleaved across backends (repeat 1
 of every backend, then repeat 2, ...), so load on a shared machine hits all of them alike,
 and each backend's ratio to ``torch`` is taken pair by pair within one repeat.
 
@@ -225,18 +226,15 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
             r25, r50, r75 = np.percentile(pair, [25, 50, 75])
             row.update(ratio_to_torch=float(r50), ratio_min=float(pair.min()),
                        ratio_q25=float(r25), ratio_q75=float(r75), ratio_max=float(pair.max()))
-        # one more call as a driver makes it: the round trip (isolated) and the peak memory
-        trip = []
+        # one more call as a driver makes it, timed (the round trip, the whole run), and one
+        # more for the peak memory: the RSS sampler thread would slow a timed call
         try:
+            row["roundtrip_s"], row["run_s"], row["notes"] = ready[name].roundtrip()
             if memory:
-                peak = peak_rss_delta(lambda: trip.append(ready[name].roundtrip()))
+                peak = peak_rss_delta(ready[name].roundtrip)
                 row["peak_rss_mb"] = None if peak is None else peak / 2**20
-            else:
-                trip.append(ready[name].roundtrip())
         except Exception as exc:
             row.update(_failure(exc))
-            continue
-        row["roundtrip_s"], row["run_s"], row["notes"] = trip[0]
     return [rows[name] for name in backends]
 
 
