@@ -94,7 +94,8 @@ class TrainConfig:
         """Checks across fields, for ``check_config``: (field, holds, expected, got)."""
         return [("diagnose_every", self.diagnose_every % self.eval_every == 0,
                  f"a multiple of eval_every ({self.eval_every})", self.diagnose_every),
-                ("curriculum_len", not self.curriculum_steps or self.curriculum_len >= self.data.min_len,
+                ("curriculum_len",
+                 not self.curriculum_steps or self.curriculum_len >= self.data.min_len,
                  f"at least data.min_len ({self.data.min_len}) when curriculum_steps > 0, "
                  "or no line is short enough", self.curriculum_len)]
 
