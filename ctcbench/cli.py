@@ -274,6 +274,7 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
     from ctcbench.convergence.executors import make_executor
     from ctcbench.convergence.grid import run_grid
     from ctcbench.convergence.options import command_line_settings, option_names, resume_folder
+    from ctcbench.convergence.tables import grid_output, scenario_output
     from_file = load_toml(config_file) if config_file else {}
     given = command_line_settings(ctx)
     if jobs is not None and jobs < 1:
@@ -325,49 +326,11 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
                 values, arm_dir, resume_it,
                 tensorboard if not tensorboard else str(Path(tensorboard) / arm_dir.name)),
             check_arm=check_values, echo=lambda line: click.echo(line, err=True))
-        show_scenario(write_scenario(folder, scenario, results), fmt)
+        click.echo(scenario_output(write_scenario(folder, scenario, results), fmt))
         return
     folder = resume_folder(out, resume)
     result = run_values({**from_file, **given}, folder or out, folder is not None)
-    show_grid(result, fmt)
-
-
-def show_grid(result, fmt: str) -> None:
-    """The runs, each optimizer's verdict at its best rate and the pairwise differences."""
-    from ctcbench.convergence.tables import records, table
-    from ctcbench.convergence.verdicts import to_records, verdicts
-    from ctcbench.runstore import to_json
-    summary, run_dir = result.rows, result.run_dir
-    best, diffs = verdicts(summary)
-    if fmt == "json":
-        click.echo(to_json({"runs": records(summary), "verdicts": to_records(best),
-                            "differences": to_records(diffs)}, indent=2))
-        return
-    cols = ["run", "final_cer", "final_seq_acc", "plateau_end_step", "steps_to_cer10",
-            "steps_to_cer02", "cpu_s", "wall_s"]
-    click.echo(table(summary[cols]))
-    click.echo("")
-    click.echo(table(best))
-    if len(diffs):
-        click.echo("")
-        click.echo(table(diffs))
-    click.echo(f"\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})")
-
-
-def show_scenario(written: dict, fmt: str) -> None:
-    """Per arm, for both metrics: the verdicts, the optimizers' differences, the arm against
-    the baseline; the doctor's finding counts."""
-    from ctcbench.convergence.tables import table
-    from ctcbench.runstore import to_json
-    if fmt == "json":
-        click.echo(to_json(written["json"], indent=2))
-        return
-    click.echo(table(written["verdicts"]))
-    for key in ("differences", "versus_baseline", "findings"):
-        if len(written[key]):
-            click.echo("")
-            click.echo(table(written[key]))
-    click.echo(f"\nscenario folder: {written['folder']}  (plot: {written['plot']})")
+    click.echo(grid_output(result, fmt))
 
 
 @cli.command()

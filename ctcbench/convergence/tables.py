@@ -57,3 +57,32 @@ def table(df: pd.DataFrame) -> str:
 def to_csv(df: pd.DataFrame, path) -> None:
     """CSV: never-reached steps are empty fields, a real NaN result the word nan."""
     with_steps_as_text(df).to_csv(path, index=False, na_rep="nan")
+
+
+def grid_output(result, fmt: str) -> str:
+    """What ``convergence`` prints for a grid: the runs, each optimizer's verdict at its best
+    rate and the pairwise differences (a table), or ``{"runs", "verdicts", "differences"}``."""
+    from ctcbench.convergence.verdicts import to_records, verdicts
+    from ctcbench.runstore import to_json
+    summary, run_dir = result.rows, result.run_dir
+    best, diffs = verdicts(summary)
+    if fmt == "json":
+        return to_json({"runs": records(summary), "verdicts": to_records(best),
+                        "differences": to_records(diffs)}, indent=2)
+    cols = ["run", "final_cer", "final_seq_acc", "plateau_end_step", "steps_to_cer10",
+            "steps_to_cer02", "cpu_s", "wall_s"]
+    parts = [table(summary[cols]), table(best)] + ([table(diffs)] if len(diffs) else [])
+    return "\n\n".join(parts) + f"\n\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})"
+
+
+def scenario_output(written: dict, fmt: str) -> str:
+    """What ``convergence --scenario`` prints: per arm, for both metrics, the verdicts, the
+    optimizers' differences, the arm against the baseline, the doctor's finding counts."""
+    from ctcbench.runstore import to_json
+    if fmt == "json":
+        return to_json(written["json"], indent=2)
+    parts = [table(written["verdicts"])] + [
+        table(written[key]) for key in ("differences", "versus_baseline", "findings")
+        if len(written[key])]
+    return ("\n\n".join(parts)
+            + f"\n\nscenario folder: {written['folder']}  (plot: {written['plot']})")
