@@ -28,19 +28,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctcbench.core.memory import require_memory
 from ctcbench.core.problem import CTCProblem
 from ctcbench.registry import BackendUnavailable, grad_weights_array
 from ctcbench.worker import THREADS_ENV
 
 INSTALL_HINT = "pip install 'ctcbench[numba]' (or: pip install numba)"
-# The kernel keeps whole per-sample tables: (T_n, 2L+3) forward rows and emissions on the fast
-# path, three (T_n, 2L+1) log tables on the log-space one. Beyond this many bytes a problem goes
-# to the float64 reference's checkpointed path instead (bounded memory, exact, slower), with a note.
-KERNEL_BYTES_LIMIT = 256 << 20
 LAYER_ENV = "NUMBA_THREADING_LAYER"
 # numba's own thread pool. Its OpenMP layer shares torch's libgomp, whose spinning workers made
 # torch's CPU kernel 25x slower in the same process and numba's short runs 2-3x slower.
 DEFAULT_LAYER = "workqueue"
+# Samples go to the threads one at a time. With numba's default (equal shares decided up
+# front) a thread slowed by anything else on the machine held the whole call back: two
+# threads gave 1.6-1.75x one thread's speed at T=1000 N=32 C=100 L=200, one at a time 1.93-1.98x.
+CHUNK_SIZE = 1
 _launch_lock = threading.Lock()  # the workqueue layer takes one parallel launch at a time
 
 
@@ -68,6 +69,18 @@ def thread_count(numba_module) -> tuple[int, str | None]:
     return wanted, None
 
 
+def estimate_bytes(T: int, N: int, C: int, L: int, threads: int) -> int:
+    """Peak bytes of a run: the ``(T, N, C)`` logits copy and gradient, and per thread the
+    tables of one sample (the larger of the fast path's, bounded by its checkpointing, and
+    the log-space path's, bounded by ``LOG_SPACE_BYTES``)."""
+    from ctcbench.backends import numba_kernels as k
+
+    K = k.segment_frames.py_func(T, L)  # frames per segment
+    fast = 8 * (K * (3 * L + 5) + -(-T // K) * (2 * L + 3) + T)  # segment, checkpoints, sums
+    log_space = min(24 * T * (2 * L + 1), k.LOG_SPACE_BYTES)
+    return 16 * T * N * C + min(threads, N) * max(fast, log_space)
+
+
 class NumbaBackend:
     """Compiled float64 forward-backward on the CPU (numba), one sample per thread."""
 
@@ -84,24 +97,16 @@ class NumbaBackend:
 
         from ctcbench.backends import numba_kernels
 
-        T, N, C, _ = problem.shape
+        T, N, C, L = problem.shape
+        use_threading_layer(numba)
+        threads, note = thread_count(numba)
+        require_memory(T, N, C, L, need=estimate_bytes(T, N, C, L, threads))
         logits = problem.logits
         if logits.dtype not in (np.float32, np.float64):  # float16: widened exactly
             logits = logits.astype(np.float32)
         logits = np.ascontiguousarray(logits)  # (T, N, C)
         weights = (np.ones(N) if grad_weights is None
                    else grad_weights_array(grad_weights, N))  # (N,)
-        kernel_bytes = 8 * T * 3 * (2 * problem.shape[3] + 3)  # the largest sample's tables
-        if kernel_bytes > KERNEL_BYTES_LIMIT:
-            from ctcbench.backends.numpy_ref import NumpyBackend
-            result = NumpyBackend().run(problem, grad_weights=grad_weights)
-            note = (f"numba: per-sample tables of ~{kernel_bytes / 2**20:.0f} MiB exceed "
-                    f"{KERNEL_BYTES_LIMIT >> 20} MiB: computed by the float64 reference "
-                    f"(checkpointed, bounded memory) instead")
-            return NumbaResult(result.loss, result.grad_logits, np.zeros(N, dtype=np.bool_), 1,
-                               [note])
-        use_threading_layer(numba)
-        threads, note = thread_count(numba)
         notes = [] if note is None else [note]
         args = (logits, np.ascontiguousarray(problem.targets, dtype=np.int64),
                 np.ascontiguousarray(problem.input_lengths, dtype=np.int64),
@@ -112,28 +117,53 @@ class NumbaBackend:
             t0 = time.perf_counter()
             numba_kernels.ctc_batch.compile(
                 tuple(numba.typeof(a) for a in args)
-                + (numba.float64[::1], numba.float64[:, :, ::1], numba.boolean[::1]))
+                + (numba.float64[::1], numba.float64[:, :, ::1], numba.int8[::1]))
             self.compile_seconds[key] = time.perf_counter() - t0
             notes.append(f"numba: kernel for {key} logits compiled or loaded from the disk "
                          f"cache in {self.compile_seconds[key]:.2f} s (before the run)")
         loss = np.empty(N)  # (N,)
         grad = np.empty((T, N, C))  # (T, N, C); the kernel writes every element
-        log_space = np.empty(N, dtype=np.bool_)  # (N,)
+        path = np.zeros(N, dtype=np.int8)  # (N,) numba_kernels.FAST_PATH, ...
         if T > 0:
             with _launch_lock:
-                numba.set_num_threads(threads)  # per calling thread, so under the lock
-                numba_kernels.ctc_batch(*args, loss, grad, log_space)
+                numba.set_num_threads(threads)  # both per calling thread, so under the lock
+                numba.set_parallel_chunksize(CHUNK_SIZE)
+                numba_kernels.ctc_batch(*args, loss, grad, path)
         else:  # no frames: only an empty target has a path
             loss[:] = np.where(problem.target_lengths == 0, 0.0, np.inf)
-            log_space[:] = False
+        log_space = path == numba_kernels.LOG_SPACE_PATH  # (N,)
         if log_space.any():
             notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
-        return NumbaResult(loss, grad, log_space, threads, notes)
+        deferred = np.flatnonzero(path == numba_kernels.DEFERRED)  # (D,)
+        if deferred.size:
+            loss[deferred] = _reference_samples(problem, deferred, grad, weights[deferred])
+            notes.append(f"samples {deferred.tolist()} needed log space beyond the kernel's "
+                         f"{numba_kernels.LOG_SPACE_BYTES >> 20} MiB of tables: computed by the "
+                         f"float64 reference (checkpointed, bounded memory)")
+        return NumbaResult(loss, grad, log_space | (path == numba_kernels.DEFERRED), threads,
+                           notes)
+
+
+def _reference_samples(problem: CTCProblem, idx: np.ndarray, grad: np.ndarray,
+                       weights: np.ndarray) -> np.ndarray:
+    """Samples ``idx (D,)`` by the float64 reference, as one batch: writes their rows of
+    ``grad (T, N, C)`` (the kernel zeroed them), returns their losses ``(D,)``."""
+    from ctcbench.backends.numpy_ref import NumpyBackend
+
+    T_d = int(problem.input_lengths[idx].max())
+    L_d = int(problem.target_lengths[idx].max())
+    subset = CTCProblem(problem.logits[:T_d, idx], problem.targets[idx, :L_d],
+                        problem.input_lengths[idx], problem.target_lengths[idx],
+                        blank=problem.blank)
+    result = NumpyBackend().run(subset, grad_weights=weights)
+    grad[:T_d, idx] = result.grad_logits  # (T_d, D, C); zero past each sample's length
+    return result.loss
 
 
 @dataclass
 class NumbaResult:
-    """The backend result; ``log_space (N,)`` marks samples computed in log space."""
+    """The backend result; ``log_space (N,)`` marks samples computed in log space (by the
+    kernel or, past its table limit, by the reference)."""
 
     loss: np.ndarray  # (N,)
     grad_logits: np.ndarray  # (T, N, C)

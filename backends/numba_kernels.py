@@ -7,9 +7,8 @@ per ``prange`` iteration (a sample is computed by one thread, start to end, so t
 does not depend on the thread count).
 
 Fast path, in probability space (the recursions of :mod:`ctcbench.core.reference`):
-  * a frame's softmax row is computed once, into the gradient row (scaled by the upstream
-    weight ``w``), and its ``L_n + 1`` distinct emissions (blank, then each label) are
-    gathered from it into ``E (T_n, L_n + 1)``;
+  * a frame's softmax row is computed once, into the gradient row, and its ``L_n + 1``
+    distinct emissions (blank, then each label) are gathered from it into ``E``;
   * the ``S = 2L + 1`` states are kept split, blanks then labels, so each update is a
     contiguous loop without branches; the skip transition ``s - 2 -> s`` is a 0/1 factor.
     Row layout (``2L + 3`` doubles): ``[0..L]`` blank ``j``, ``[L + 1]`` a zero,
@@ -17,11 +16,15 @@ Fast path, in probability space (the recursions of :mod:`ctcbench.core.reference
   * every forward row is computed from the previous one divided by that row's sum, the
     log of which goes into the loss (Rabiner's scaling, one scale per frame); the backward
     rows likewise (their scales cancel in the posteriors and are not kept);
-  * the backward pass meets the stored forward rows frame by frame and subtracts
-    ``w * gamma`` from the gradient row, so gamma is never stored.
+  * the backward pass meets the stored forward rows frame by frame, scales the gradient row
+    by the upstream weight ``w`` and subtracts ``w * gamma``, so gamma is never stored;
+  * long samples keep only every segment's first forward row and recompute a segment's rows
+    when the backward pass reaches it (:func:`sample_fast`), so memory stays bounded.
 Samples for which a scaled quantity falls below ``SAFE_FLOOR`` (the reference's rule, see
-its docstring) are redone by :func:`sample_log_space`, the log-space recursion: exact,
-slower, rare.
+its docstring), or whose logits make a softmax row non-finite (NaN, +inf), are redone by
+:func:`sample_log_space`, the log-space recursion: exact, slower, rare. Past those checks the
+gradient is finite without looking: softmax rows lie in [0, 1], and each ``w * gamma`` term is
+``w`` times a part of a positive sum over that sum.
 """
 from __future__ import annotations
 
@@ -89,9 +92,31 @@ def exp_nonpositive(x):
     return p * _bits_to_float((k1 + 1023) << 52) * _bits_to_float((k - k1 + 1023) << 52)
 
 
+WHOLE_TABLE_BYTES = 32 << 20  # a sample's forward rows and emissions kept whole up to this
+SEGMENT_BYTES = 192 << 10  # past it, one segment's rows and emissions: sized to stay in L2
+CHECKPOINT_BYTES = 64 << 20  # and at most this much of checkpointed rows per sample
+LOG_SPACE_BYTES = 256 << 20  # the log-space path's three (T_n, 2L + 1) tables, at most
+
+
 @njit(**JIT)
-def softmax_frame(x, row, tg, L, blank, w, E, t):
-    """``row (C,) = w * softmax(x)``; ``E[t] = (p_blank, p_label_0, .., 0)``."""
+def segment_frames(T_n, L):
+    """Frames per segment of the forward table: ``T_n`` (one segment, nothing recomputed)
+    while the whole table fits ``WHOLE_TABLE_BYTES``; else as many as fit ``SEGMENT_BYTES``,
+    more when the checkpoints would pass ``CHECKPOINT_BYTES``. Recomputing costs about a
+    quarter of the time at T=1000 L=200, where the whole table (4.8 MB) is faster."""
+    W = 2 * L + 3
+    if 8 * T_n * (W + L + 2) <= WHOLE_TABLE_BYTES:
+        return T_n
+    K = max(8, SEGMENT_BYTES // (8 * (W + L + 2)))
+    K = max(K, -(-8 * T_n * W // CHECKPOINT_BYTES))
+    return min(K, T_n)
+
+
+@njit(**JIT)
+def softmax_frame(x, row, tg, L, blank, e):
+    """``row (C,) = softmax(x)``; ``e (L + 2,) = (p_blank, p_label_0, .., 0)``, gathered
+    from ``row`` (so :func:`gather_emissions` of ``row`` gives the same bits). Returns
+    whether the row is finite: it is unless ``x`` holds NaN or +inf, or only -inf."""
     C = x.shape[0]
     m = -np.inf
     for c in range(C):
@@ -102,27 +127,63 @@ def softmax_frame(x, row, tg, L, blank, w, E, t):
         row[c] = v
         s += v
     inv = 1.0 / s
-    E[t, 0] = row[blank] * inv
-    for j in range(L):
-        E[t, 1 + j] = row[tg[j]] * inv
-    E[t, L + 1] = 0.0
-    sc = w * inv
     for c in range(C):
-        row[c] *= sc
+        row[c] *= inv
+    gather_emissions(row, tg, L, blank, e)
+    return np.isfinite(s)  # then every exp(x - m) was in [0, 1] and s >= 1
+
+
+@njit(**JIT)
+def gather_emissions(row, tg, L, blank, e):
+    """``e (L + 2,) = (row[blank], row[tg[0]], .., row[tg[L - 1]], 0)``."""
+    e[0] = row[blank]
+    for j in range(L):
+        e[1 + j] = row[tg[j]]
+    e[L + 1] = 0.0
+
+
+@njit(**JIT)
+def forward_row(p, a, e, k, skip, L):
+    """Forward row ``a (2L + 3,)`` from the previous one ``p`` times ``k``, emissions ``e``;
+    returns its sum. Blank ``j`` <- blank ``j``, label ``j - 1``; label ``j`` <- label ``j``,
+    blank ``j``, label ``j - 1`` where ``skip[j]``."""
+    eb = e[0] * k
+    s = 0.0
+    for j in range(L + 1):
+        v = eb * (p[j] + p[L + 1 + j])
+        a[j] = v
+        s += v
+    for j in range(L):
+        v = e[1 + j] * k * (p[L + 2 + j] + p[j] + skip[j] * p[L + 1 + j])
+        a[L + 2 + j] = v
+        s += v
+    a[L + 1] = 0.0
+    a[2 * L + 2] = 0.0
+    return s
 
 
 @njit(**JIT)
 def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     """Scaled forward-backward of sample ``n``; returns its loss, or NaN when it is unsafe
-    (the caller then redoes it in log space). ``skip (L + 1,)``: 1.0 where label ``j`` may
-    be entered from label ``j - 1`` (``skip[L] = 0``)."""
+    or a softmax row is not finite (the caller then redoes it in log space). ``skip (L + 1,)``: 1.0 where label ``j`` may
+    be entered from label ``j - 1`` (``skip[L] = 0``).
+
+    Checkpointed: the frames are cut into segments of ``K`` (:func:`segment_frames`); the
+    forward pass keeps the first row of each segment and every row sum, the backward pass
+    recomputes one segment's rows at a time (emissions re-gathered from the softmax rows,
+    bit for bit the first pass's), so the rows it reads stay in cache. A sample of one
+    segment is computed once."""
     W = 2 * L + 3  # row width, see the module docstring
-    E = np.empty((T_n, L + 2))  # (T_n, L + 2) emissions: blank, the labels, a zero
-    A = np.empty((T_n, W))  # (T_n, W) forward rows, each scaled by the previous row's sum
+    K = segment_frames(T_n, L)
+    n_seg = -(-T_n // K)
+    A = np.empty((K, W))  # (K, W) one segment's forward rows, scaled by the previous row sum
+    E = np.empty((K + 1, L + 2))  # (K + 1, L + 2) its emissions, then the next frame's
+    first = np.empty((n_seg, W))  # (n_seg, W) each segment's first forward row
     cs = np.empty(T_n)  # (T_n,) forward row sums
     log_scale = 0.0
     # t = 0: only the first blank and the first label can start a path
-    softmax_frame(logits[0, n], grad[0, n], tg, L, blank, w, E, 0)
+    if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, E[0]):
+        return np.nan
     for i in range(W):
         A[0, i] = 0.0
     A[0, 0] = E[0, 0]
@@ -132,28 +193,22 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     cs[0] = c_prev
     if c_prev < SAFE_FLOOR:
         return np.nan
+    first[0] = A[0]
+    i = 0  # row of frame t in A and E
     for t in range(1, T_n):
-        softmax_frame(logits[t, n], grad[t, n], tg, L, blank, w, E, t)
-        k = 1.0 / c_prev
+        prev = i
+        i = i + 1 if i + 1 < K else 0
+        if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, E[i]):
+            return np.nan
         log_scale += math.log(c_prev)
-        a, p = A[t], A[t - 1]
-        eb = E[t, 0] * k
-        s = 0.0
-        for j in range(L + 1):  # blank j <- blank j, label j - 1
-            v = eb * (p[j] + p[L + 1 + j])
-            a[j] = v
-            s += v
-        for j in range(L):  # label j <- label j, blank j, label j - 1 where allowed
-            v = E[t, 1 + j] * k * (p[L + 2 + j] + p[j] + skip[j] * p[L + 1 + j])
-            a[L + 2 + j] = v
-            s += v
-        a[L + 1] = 0.0
-        a[W - 1] = 0.0
+        s = forward_row(A[prev], A[i], E[i], 1.0 / c_prev, skip, L)
         if s < SAFE_FLOOR:
             return np.nan
+        if i == 0:
+            first[t // K] = A[0]
         c_prev = s
         cs[t] = s
-    last = A[T_n - 1]
+    last = A[i]  # A and E now hold the last segment
     final = last[L] + (last[2 * L + 1] if L > 0 else 0.0)
     if not final > 0.0:
         return np.nan
@@ -166,50 +221,64 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     P = np.empty(max(L, 1))  # (L,) alpha * beta of each label state at frame t
     t = T_n - 1
     cb[L] = 1.0
-    a = A[t]
-    zb = a[L]
+    zb = last[L]
     zl = 0.0
     if L > 0:
         cb[2 * L + 1] = 1.0
-        zl = a[2 * L + 1]
+        zl = last[2 * L + 1]
     d = 2.0 if L > 0 else 1.0
     if not zb + zl >= SAFE_FLOOR * cs[t] * d:
         return np.nan
     zinv = w / (zb + zl)
     row = grad[t, n]
+    if w != 1.0:
+        for c in range(row.shape[0]):
+            row[c] *= w
     row[blank] -= zb * zinv
     if L > 0:
         row[tg[L - 1]] -= zl * zinv
-    for t in range(T_n - 2, -1, -1):
-        nb, cb = cb, nb
-        e1 = E[t + 1]
-        a = A[t]
-        kb = 1.0 / d
-        eb = e1[0] * kb
-        d = 0.0
-        zb = 0.0
-        for j in range(L + 1):
-            v = nb[j] * eb + nb[L + 2 + j] * e1[1 + j] * kb
-            cb[j] = v
-            d += v
-            zb += a[j] * v
-        zl = 0.0
-        for j in range(L):
-            v = (nb[L + 2 + j] * e1[1 + j] + skip[j + 1] * nb[L + 3 + j] * e1[2 + j]) * kb \
-                + nb[j + 1] * eb
-            cb[L + 2 + j] = v
-            d += v
-            q = a[L + 2 + j] * v
-            P[j] = q
-            zl += q
-        z = zb + zl
-        if not (d >= SAFE_FLOOR and z >= SAFE_FLOOR * cs[t] * d):
-            return np.nan
-        zinv = w / z
-        row = grad[t, n]
-        row[blank] -= zb * zinv
-        for j in range(L):
-            row[tg[j]] -= P[j] * zinv
+    for seg in range(n_seg - 1, -1, -1):
+        t0 = seg * K
+        if seg < n_seg - 1:  # recompute this segment's rows from its first one
+            E[K] = E[0]
+            A[0] = first[seg]
+            gather_emissions(grad[t0, n], tg, L, blank, E[0])
+            for i in range(1, K):
+                gather_emissions(grad[t0 + i, n], tg, L, blank, E[i])
+                forward_row(A[i - 1], A[i], E[i], 1.0 / cs[t0 + i - 1], skip, L)
+        for t in range(min(t0 + K, T_n - 1) - 1, t0 - 1, -1):
+            nb, cb = cb, nb
+            e1 = E[t + 1 - t0]
+            a = A[t - t0]
+            kb = 1.0 / d
+            eb = e1[0] * kb
+            d = 0.0
+            zb = 0.0
+            for j in range(L + 1):
+                v = nb[j] * eb + nb[L + 2 + j] * e1[1 + j] * kb
+                cb[j] = v
+                d += v
+                zb += a[j] * v
+            zl = 0.0
+            for j in range(L):
+                v = (nb[L + 2 + j] * e1[1 + j] + skip[j + 1] * nb[L + 3 + j] * e1[2 + j]) \
+                    * kb + nb[j + 1] * eb
+                cb[L + 2 + j] = v
+                d += v
+                q = a[L + 2 + j] * v
+                P[j] = q
+                zl += q
+            z = zb + zl
+            if not (d >= SAFE_FLOOR and z >= SAFE_FLOOR * cs[t] * d):
+                return np.nan
+            zinv = w / z
+            row = grad[t, n]
+            if w != 1.0:
+                for c in range(row.shape[0]):
+                    row[c] *= w
+            row[blank] -= zb * zinv
+            for j in range(L):
+                row[tg[j]] -= P[j] * zinv
     return loss
 
 
@@ -281,23 +350,18 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
     return -log_z
 
 
-@njit(cache=True, error_model="numpy", nogil=True)
-def rows_finite(grad, n, T_n) -> bool:
-    """Whether sample ``n``'s gradient rows ``grad[:T_n, n]`` hold only finite numbers."""
-    for t in range(T_n):
-        row = grad[t, n]
-        for c in range(row.shape[0]):
-            if not np.isfinite(row[c]):
-                return False
-    return True
+FAST_PATH, LOG_SPACE_PATH, DEFERRED = 0, 1, 2  # how ctc_batch computed a sample
 
 
 @njit(parallel=True, **JIT)
-def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
-              log_space):
-    """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``log_space (N,)``
-    (True where the sample took the log-space path) for ``logits (T, N, C)`` float32/64,
-    ``targets (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64."""
+def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad, path):
+    """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``path (N,)`` int8
+    (``FAST_PATH``, ``LOG_SPACE_PATH``, or ``DEFERRED``: a sample that needed log space but
+    whose tables would pass ``LOG_SPACE_BYTES``; its loss is NaN, its rows zero, and the
+    caller computes it) for ``logits (T, N, C)`` float32/64, ``targets (N, L)`` int64,
+    lengths ``(N,)`` int64, ``weights (N,)`` float64. Callers should launch it with
+    ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in here, it would keep
+    numba from caching the compiled kernel."""
     T, N, C = logits.shape
     for n in prange(N):
         T_n, L = input_lengths[n], target_lengths[n]
@@ -307,7 +371,7 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
         for j in range(1, L):
             if tg[j] == tg[j - 1]:
                 repeats += 1
-        log_space[n] = False
+        path[n] = FAST_PATH
         if T_n == 0 or T_n < L + repeats:  # no frames, or too few: only an empty target fits
             loss[n] = 0.0 if L == 0 else np.inf
             for t in range(T):
@@ -318,11 +382,14 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
             if tg[j] != tg[j - 1]:
                 skip[j] = 1.0
         value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip)
-        if not np.isnan(value) and not rows_finite(grad, n, T_n):
-            value = np.nan  # a scaled quantity overflowed at an extreme logit scale
         if np.isnan(value):
-            value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
-            log_space[n] = True
+            if 24 * T_n * (2 * L + 1) <= LOG_SPACE_BYTES:
+                value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
+                path[n] = LOG_SPACE_PATH
+            else:
+                path[n] = DEFERRED
+                for t in range(T_n):
+                    grad[t, n, :] = 0.0
         loss[n] = value
         for t in range(T_n, T):  # padded frames: zero, never read
             grad[t, n, :] = 0.0

@@ -68,9 +68,11 @@ def available_bytes() -> int | None:
     return None
 
 
-def require_memory(T: int, N: int, C: int, L: int) -> None:
-    """Raise ValueError, before any work, when the estimate exceeds the memory free now."""
-    need, free = estimate_bytes_for(T, N, C, L), available_bytes()
+def require_memory(T: int, N: int, C: int, L: int, need: int | None = None) -> None:
+    """Raise ValueError, before any work, when the estimate (``need`` bytes, by default the
+    reference's) exceeds the memory free now."""
+    need = estimate_bytes_for(T, N, C, L) if need is None else need
+    free = available_bytes()
     if free is not None and need > free:
         raise ValueError(
             f"problem: expected sizes whose estimated peak fits in the {free / 2**30:.2f} GiB "

@@ -175,13 +175,63 @@ def test_case_library_float64_within_1e_10_of_reference(numba_backend):
     assert checked > 10
 
 
-def test_problem_beyond_the_kernel_tables_goes_to_the_bounded_reference(numba_backend, monkeypatch):
-    """Past KERNEL_BYTES_LIMIT the answer comes from the checkpointed float64 reference, exact
-    against the uniform closed form, with a note saying so."""
+def test_long_samples_are_checkpointed_and_match_closed_forms(numba_backend):
+    """Past WHOLE_TABLE_BYTES the forward rows are recomputed segment by segment: uniform
+    logits at T=30000 give the closed-form loss; a single-alignment sample (T = L, noisy
+    logits favouring the path, upstream weight 0.5) the path's loss and w (softmax - one_hot)."""
+    from ctcbench.backends import numba_kernels
+    T, C, L = 30000, 30, 50
+    assert numba_kernels.segment_frames(T, L) < T
+    target = [1 + j % (C - 1) for j in range(L)]
+    result = numba_backend.run(CTCProblem(np.zeros((T, 1, C)), [target], [T], [L]))
+    assert not result.raw.log_space[0]
+    assert result.loss[0] == pytest.approx(oracles.uniform_loss(T, C, target), rel=1e-12)
+
+    T = L = 1500
+    assert numba_kernels.segment_frames(T, L) < T
+    logits = np.random.default_rng(8).normal(size=(T, 1, 7))
+    path = [1 + j % 6 for j in range(L)]  # no adjacent repeats: the only alignment
+    logits[np.arange(T), 0, path] += 6.0  # as a trained model would: else dead-end states
+    # take the forward rows' mass and the sample needs log space
+    result = numba_backend.run(CTCProblem(logits, [path], [T], [L]), grad_weights=[0.5])
+    assert not result.raw.log_space[0]
+    assert result.loss[0] == pytest.approx(oracles.path_loss(logits[:, 0], path), rel=1e-12)
+    want = 0.5 * (np.exp(oracles.log_softmax(logits[:, 0])) - np.eye(7)[path])
+    np.testing.assert_allclose(result.grad_logits[:, 0], want, rtol=0, atol=1e-13)
+
+
+def test_log_space_beyond_the_kernel_tables_goes_to_the_bounded_reference(numba_backend):
+    """A sample that needs log space and whose log tables would pass LOG_SPACE_BYTES is
+    computed by the checkpointed float64 reference: the single-path closed form, the other
+    sample by the kernel, and a note naming the sample."""
+    from ctcbench.backends import numba_kernels
+    T = L = 2400
+    assert 24 * T * (2 * L + 1) > numba_kernels.LOG_SPACE_BYTES
+    path = [1 + j % 2 for j in range(L)]
+    logits = np.zeros((T, 2, 3))
+    logits[:, :, 0] = 900.0  # blank wins by e^900: p(label) ~ 1e-391 underflows in float64
+    logits[:, 1, 0] = 0.0  # sample 1: the same path favoured, in probability space
+    logits[np.arange(T), 1, path] = 6.0
+    result = numba_backend.run(CTCProblem(logits, [path, path], [T, T], [L, L]))
+    assert result.raw.log_space.tolist() == [True, False]
+    assert any("samples [0]" in note and "reference" in note for note in result.notes)
+    for n in range(2):
+        assert result.loss[n] == pytest.approx(oracles.path_loss(logits[:, n], path), rel=1e-12)
+        want = np.exp(oracles.log_softmax(logits[:, n])) - np.eye(3)[path]
+        np.testing.assert_allclose(result.grad_logits[:, n], want, rtol=0, atol=1e-12)
+
+
+def test_problem_beyond_free_memory_is_refused_before_any_work(numba_backend, monkeypatch):
+    """With less memory free than the estimate (the (T, N, C) logits copy and gradient, one
+    sample's tables per thread), one ValueError naming the estimate and the sizes."""
     from ctcbench.backends import numba_ctc
-    monkeypatch.setattr(numba_ctc, "KERNEL_BYTES_LIMIT", 1 << 10)
-    target = [1, 2, 2, 3]
-    problem = CTCProblem(np.zeros((300, 1, 5)), [target], [300], [4])
-    result = numba_backend.run(problem)
-    assert math.isclose(result.loss[0], oracles.uniform_loss(300, 5, target), rel_tol=1e-12)
-    assert any("checkpointed" in n for n in result.notes)
+    from ctcbench.core import memory
+    T, N, C, L = 100000, 4, 30, 500
+    need = numba_ctc.estimate_bytes(T, N, C, L, threads=1)
+    assert 16 * T * N * C < need <= 16 * T * N * C + 256 * 2**20
+    monkeypatch.setattr(memory, "available_bytes", lambda: need - 1)  # a machine that short
+    problem = CTCProblem(np.zeros((T, N, C)), np.ones((N, L), dtype=np.int64), [T] * N, [L] * N)
+    monkeypatch.setenv(THREADS_ENV, "1")
+    with pytest.raises(ValueError, match=rf"^problem: expected .* GiB available .* got an "
+                                         rf"estimated .* GiB for T={T}, N={N}, C={C}, L={L}$"):
+        numba_backend.run(problem)
