@@ -7,8 +7,8 @@ per ``prange`` iteration (a sample is computed by one thread, start to end, so t
 does not depend on the thread count).
 
 Fast path, in probability space (the recursions of :mod:`ctcbench.core.reference`):
-  * a frame's softmax row is computed once, into the gradient row, and its ``L_n + 1``
-    distinct emissions (blank, then each label) are gathered from it into ``E``;
+  * a frame's softmax row is computed once, into the gradient row; its ``L_n + 1`` distinct
+    emissions (blank, then each label) are gathered from it when needed, never stored;
   * the ``S = 2L + 1`` states are kept split, blanks then labels, so each update is a
     contiguous loop without branches; the skip transition ``s - 2 -> s`` is a 0/1 factor.
     Row layout (``2L + 3`` doubles): ``[0..L]`` blank ``j``, ``[L + 1]`` a zero,
@@ -92,8 +92,8 @@ def exp_nonpositive(x):
     return p * _bits_to_float((k1 + 1023) << 52) * _bits_to_float((k - k1 + 1023) << 52)
 
 
-WHOLE_TABLE_BYTES = 32 << 20  # a sample's forward rows and emissions kept whole up to this
-SEGMENT_BYTES = 192 << 10  # past it, one segment's rows and emissions: sized to stay in L2
+WHOLE_TABLE_BYTES = 32 << 20  # a sample's forward rows kept whole up to this
+SEGMENT_BYTES = 192 << 10  # past it, one segment's rows: sized to stay in L2
 CHECKPOINT_BYTES = 64 << 20  # and at most this much of checkpointed rows per sample
 LOG_SPACE_BYTES = 256 << 20  # the log-space path's three (T_n, 2L + 1) tables, at most
 
@@ -103,11 +103,11 @@ def segment_frames(T_n, L):
     """Frames per segment of the forward table: ``T_n`` (one segment, nothing recomputed)
     while the whole table fits ``WHOLE_TABLE_BYTES``; else as many as fit ``SEGMENT_BYTES``,
     more when the checkpoints would pass ``CHECKPOINT_BYTES``. Recomputing costs about a
-    quarter of the time at T=1000 L=200, where the whole table (4.8 MB) is faster."""
+    quarter of the time at T=1000 L=200, where the whole table (3.2 MB) is faster."""
     W = 2 * L + 3
-    if 8 * T_n * (W + L + 2) <= WHOLE_TABLE_BYTES:
+    if 8 * T_n * W <= WHOLE_TABLE_BYTES:
         return T_n
-    K = max(8, SEGMENT_BYTES // (8 * (W + L + 2)))
+    K = max(8, SEGMENT_BYTES // (8 * W))
     K = max(K, -(-8 * T_n * W // CHECKPOINT_BYTES))
     return min(K, T_n)
 
@@ -165,50 +165,53 @@ def forward_row(p, a, e, k, skip, L):
 @njit(**JIT)
 def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     """Scaled forward-backward of sample ``n``; returns its loss, or NaN when it is unsafe
-    or a softmax row is not finite (the caller then redoes it in log space). ``skip (L + 1,)``: 1.0 where label ``j`` may
-    be entered from label ``j - 1`` (``skip[L] = 0``).
+    or a softmax row is not finite (the caller then redoes it in log space).
+    ``skip (L + 1,)``: 1.0 where label ``j`` may be entered from label ``j - 1``
+    (``skip[L] = 0``).
 
+    Emissions are never stored: each pass gathers a frame's from its softmax row (the
+    backward pass before it writes the gradient there), bit for bit the same each time.
     Checkpointed: the frames are cut into segments of ``K`` (:func:`segment_frames`); the
     forward pass keeps the first row of each segment and every row sum, the backward pass
-    recomputes one segment's rows at a time (emissions re-gathered from the softmax rows,
-    bit for bit the first pass's), so the rows it reads stay in cache. A sample of one
-    segment is computed once."""
+    recomputes one segment's rows at a time, so the rows it reads stay in cache. A sample of
+    one segment is computed once."""
     W = 2 * L + 3  # row width, see the module docstring
     K = segment_frames(T_n, L)
     n_seg = -(-T_n // K)
     A = np.empty((K, W))  # (K, W) one segment's forward rows, scaled by the previous row sum
-    E = np.empty((K + 1, L + 2))  # (K + 1, L + 2) its emissions, then the next frame's
     first = np.empty((n_seg, W))  # (n_seg, W) each segment's first forward row
     cs = np.empty(T_n)  # (T_n,) forward row sums
+    e = np.empty(L + 2)  # (L + 2,) the emissions of frame t (see gather_emissions)
+    e1 = np.empty(L + 2)  # (L + 2,) those of frame t + 1, in the backward pass
     log_scale = 0.0
     # t = 0: only the first blank and the first label can start a path
-    if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, E[0]):
+    if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, e):
         return np.nan
     for i in range(W):
         A[0, i] = 0.0
-    A[0, 0] = E[0, 0]
+    A[0, 0] = e[0]
     if L > 0:
-        A[0, L + 2] = E[0, 1]
+        A[0, L + 2] = e[1]
     c_prev = A[0, 0] + (A[0, L + 2] if L > 0 else 0.0)
     cs[0] = c_prev
     if c_prev < SAFE_FLOOR:
         return np.nan
     first[0] = A[0]
-    i = 0  # row of frame t in A and E
+    i = 0  # row of frame t in A
     for t in range(1, T_n):
         prev = i
         i = i + 1 if i + 1 < K else 0
-        if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, E[i]):
+        if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, e):
             return np.nan
         log_scale += math.log(c_prev)
-        s = forward_row(A[prev], A[i], E[i], 1.0 / c_prev, skip, L)
+        s = forward_row(A[prev], A[i], e, 1.0 / c_prev, skip, L)
         if s < SAFE_FLOOR:
             return np.nan
         if i == 0:
             first[t // K] = A[0]
         c_prev = s
         cs[t] = s
-    last = A[i]  # A and E now hold the last segment
+    last = A[i]  # A now holds the last segment
     final = last[L] + (last[2 * L + 1] if L > 0 else 0.0)
     if not final > 0.0:
         return np.nan
@@ -231,6 +234,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
         return np.nan
     zinv = w / (zb + zl)
     row = grad[t, n]
+    gather_emissions(row, tg, L, blank, e)
     if w != 1.0:
         for c in range(row.shape[0]):
             row[c] *= w
@@ -240,15 +244,15 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     for seg in range(n_seg - 1, -1, -1):
         t0 = seg * K
         if seg < n_seg - 1:  # recompute this segment's rows from its first one
-            E[K] = E[0]
             A[0] = first[seg]
-            gather_emissions(grad[t0, n], tg, L, blank, E[0])
             for i in range(1, K):
-                gather_emissions(grad[t0 + i, n], tg, L, blank, E[i])
-                forward_row(A[i - 1], A[i], E[i], 1.0 / cs[t0 + i - 1], skip, L)
+                gather_emissions(grad[t0 + i, n], tg, L, blank, e1)
+                forward_row(A[i - 1], A[i], e1, 1.0 / cs[t0 + i - 1], skip, L)
         for t in range(min(t0 + K, T_n - 1) - 1, t0 - 1, -1):
             nb, cb = cb, nb
-            e1 = E[t + 1 - t0]
+            e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
+            row = grad[t, n]
+            gather_emissions(row, tg, L, blank, e)  # frame t's, before the gradient goes in
             a = A[t - t0]
             kb = 1.0 / d
             eb = e1[0] * kb
@@ -272,7 +276,6 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
             if not (d >= SAFE_FLOOR and z >= SAFE_FLOOR * cs[t] * d):
                 return np.nan
             zinv = w / z
-            row = grad[t, n]
             if w != 1.0:
                 for c in range(row.shape[0]):
                     row[c] *= w
