@@ -75,7 +75,7 @@ def estimate_bytes(T: int, N: int, C: int, L: int, threads: int) -> int:
     the log-space path's, bounded by ``LOG_SPACE_BYTES``)."""
     from ctcbench.backends import numba_kernels as k
 
-    K = k.segment_frames.py_func(T, L)  # frames per segment
+    K = max(1, k.segment_frames.py_func(T, L))  # frames per segment (T may be 0)
     fast = 8 * ((K + -(-T // K)) * (2 * L + 3) + T)  # a segment's rows, checkpoints, row sums
     log_space = min(24 * T * (2 * L + 1), k.LOG_SPACE_BYTES)
     return 16 * T * N * C + min(threads, N) * max(fast, log_space)

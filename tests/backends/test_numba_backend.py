@@ -98,6 +98,13 @@ def test_empty_target_and_zero_length_input(numba_backend):
     assert not result.grad_logits[:, 1:].any()
 
 
+def test_no_frames_at_all(numba_backend):
+    """Logits of shape (0, N, C): an empty target costs 0, a label cannot be emitted (inf)."""
+    problem = CTCProblem(np.zeros((0, 2, 3)), np.array([[1], [1]]), [0, 0], [0, 1])
+    result = numba_backend.run(problem)
+    assert result.loss.tolist() == [0.0, math.inf] and result.grad_logits.shape == (0, 2, 3)
+
+
 def test_blank_last_matches_brute_force(numba_backend):
     """blank = C - 1, with repeated labels and varied lengths."""
     rng = np.random.default_rng(21)

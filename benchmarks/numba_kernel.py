@@ -1,0 +1,90 @@
+"""Time versions of the numba kernel against each other: the profiling loop behind docs/numba.md.
+
+Not a test: a benchmark script. Each version is a copy of ``backends/numba_kernels.py`` (for
+instance an earlier commit's); it is compiled without the disk cache and ``ctc_batch`` is
+called on preallocated outputs, so only the kernel is timed (no adapter, no allocation).
+Versions alternate within each round, so load on a shared machine hits them alike.
+
+    git show HEAD~1:backends/numba_kernels.py > /tmp/before.py
+    python benchmarks/numba_kernel.py /tmp/before.py backends/numba_kernels.py --rounds 2
+    python benchmarks/numba_kernel.py backends/numba_kernels.py --threads 1,2 --repeat 11
+
+Per version and size: process CPU time per call (best and median of ``--repeat``, one
+thread: less sensitive to other processes than wall time) and ns per DP cell
+(time / (T N (2L + 1))); with ``--threads 1,2`` also the wall time per thread count, the
+counts alternating call by call, and the median of the per-call speed-up over one thread.
+Random logits and targets (seed 0), every sample T frames and L labels.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+SIZES = ["1000,32,100,200", "200,16,50,40", "50,8,20,10", "1000,8,5000,100"]
+
+
+def load_kernel(path: str):
+    """``ctc_batch`` of the kernel module file at ``path``, compiled without the disk cache."""
+    source = Path(path).read_text().replace("cache=True", "cache=False")
+    namespace = {"__name__": f"kernel_{Path(path).stem}"}
+    exec(compile(source, path, "exec"), namespace)
+    return namespace["ctc_batch"]
+
+
+def problem(T: int, N: int, C: int, L: int) -> tuple:
+    """The kernel's arguments and outputs for a random problem of these sizes."""
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((T, N, C))  # (T, N, C)
+    targets = rng.integers(1, C, (N, L)).astype(np.int64)  # (N, L)
+    return (logits, targets, np.full(N, T, np.int64), np.full(N, L, np.int64), np.int64(0),
+            np.ones(N), np.empty(N), np.empty((T, N, C)), np.zeros(N, np.int8))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("versions", nargs="+", help="kernel module files")
+    parser.add_argument("--size", action="append", help="T,N,C,L (repeatable; default: the "
+                        "four sizes of the `targets` grid)")
+    parser.add_argument("--repeat", type=int, default=7, help="calls per version and round")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--threads", default="1", help="1, or 1,2 for the thread speed-up")
+    args = parser.parse_args()
+    os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+    import numba
+
+    numba.set_parallel_chunksize(1)
+    threads = [int(x) for x in args.threads.split(",")]
+    kernels = {path: load_kernel(path) for path in args.versions}
+    for size in args.size or SIZES:
+        T, N, C, L = (int(x) for x in size.split(","))
+        call = problem(T, N, C, L)
+        cells = T * N * (2 * L + 1)
+        for _ in range(args.rounds):
+            for path, kernel in kernels.items():
+                numba.set_num_threads(1)
+                kernel(*call)  # compile, warm up
+                cpu, wall = [], {n: [] for n in threads}
+                for _ in range(args.repeat):
+                    for n in threads:
+                        numba.set_num_threads(n)
+                        c0, w0 = time.process_time(), time.perf_counter()
+                        kernel(*call)
+                        wall[n].append(time.perf_counter() - w0)
+                        if n == 1:
+                            cpu.append(time.process_time() - c0)
+                line = (f"{Path(path).name:24} T={T} N={N} C={C} L={L}: cpu best "
+                        f"{min(cpu) * 1e3:.2f} ms ({min(cpu) / cells * 1e9:.2f} ns/cell), "
+                        f"median {np.median(cpu) * 1e3:.2f} ms")
+                for n in threads[1:]:
+                    speedup = np.median(np.array(wall[1]) / np.array(wall[n]))
+                    line += (f"; {n} threads: wall {np.median(wall[n]) * 1e3:.2f} ms vs "
+                             f"{np.median(wall[1]) * 1e3:.2f}, speed-up {speedup:.2f}x")
+                print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
