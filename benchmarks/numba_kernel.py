@@ -52,11 +52,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="calls per version and round")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", default="1", help="1, or 1,2 for the thread speed-up")
+    parser.add_argument("--chunksize", type=int, default=1, help="numba's parallel chunk size "
+                        "(1: samples one at a time, as the adapter runs it; 0: numba's default)")
     args = parser.parse_args()
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     import numba
 
-    numba.set_parallel_chunksize(1)
+    numba.set_parallel_chunksize(args.chunksize)
     threads = [int(x) for x in args.threads.split(",")]
     kernels = {path: load_kernel(path) for path in args.versions}
     for size in args.size or SIZES:
