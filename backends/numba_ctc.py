@@ -71,14 +71,13 @@ def thread_count(numba_module) -> tuple[int, str | None]:
 
 def estimate_bytes(T: int, N: int, C: int, L: int, threads: int) -> int:
     """Peak bytes of a run: the ``(T, N, C)`` logits copy and gradient, and per thread the
-    tables of one sample (the larger of the fast path's, bounded by its checkpointing, and
-    the log-space path's, bounded by ``LOG_SPACE_BYTES``)."""
+    tables of one sample: a segment's forward rows, the checkpoints and one number per frame
+    (either path; the log-space rows are 2L + 3 wide like the fast path's)."""
     from ctcbench.backends import numba_kernels as k
 
     K = max(1, k.segment_frames.py_func(T, L))  # frames per segment (T may be 0)
-    fast = 8 * ((K + -(-T // K)) * (2 * L + 3) + T)  # a segment's rows, checkpoints, row sums
-    log_space = min(24 * T * (2 * L + 1), k.LOG_SPACE_BYTES)
-    return 16 * T * N * C + min(threads, N) * max(fast, log_space)
+    per_sample = 8 * ((K + -(-T // K)) * (2 * L + 3) + T)
+    return 16 * T * N * C + min(threads, N) * per_sample
 
 
 class NumbaBackend:
@@ -117,53 +116,28 @@ class NumbaBackend:
             t0 = time.perf_counter()
             numba_kernels.ctc_batch.compile(
                 tuple(numba.typeof(a) for a in args)
-                + (numba.float64[::1], numba.float64[:, :, ::1], numba.int8[::1]))
+                + (numba.float64[::1], numba.float64[:, :, ::1], numba.boolean[::1]))
             self.compile_seconds[key] = time.perf_counter() - t0
             notes.append(f"numba: kernel for {key} logits compiled or loaded from the disk "
                          f"cache in {self.compile_seconds[key]:.2f} s (before the run)")
         loss = np.empty(N)  # (N,)
         grad = np.empty((T, N, C))  # (T, N, C); the kernel writes every element
-        path = np.zeros(N, dtype=np.int8)  # (N,) numba_kernels.FAST_PATH, ...
+        log_space = np.zeros(N, dtype=np.bool_)  # (N,)
         if T > 0:
             with _launch_lock:
                 numba.set_num_threads(threads)  # both per calling thread, so under the lock
                 numba.set_parallel_chunksize(CHUNK_SIZE)
-                numba_kernels.ctc_batch(*args, loss, grad, path)
+                numba_kernels.ctc_batch(*args, loss, grad, log_space)
         else:  # no frames: only an empty target has a path
             loss[:] = np.where(problem.target_lengths == 0, 0.0, np.inf)
-        log_space = path == numba_kernels.LOG_SPACE_PATH  # (N,)
         if log_space.any():
             notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
-        deferred = np.flatnonzero(path == numba_kernels.DEFERRED)  # (D,)
-        if deferred.size:
-            loss[deferred] = _reference_samples(problem, deferred, grad, weights[deferred])
-            notes.append(f"samples {deferred.tolist()} needed log space beyond the kernel's "
-                         f"{numba_kernels.LOG_SPACE_BYTES >> 20} MiB of tables: computed by the "
-                         f"float64 reference (checkpointed, bounded memory)")
-        return NumbaResult(loss, grad, log_space | (path == numba_kernels.DEFERRED), threads,
-                           notes)
-
-
-def _reference_samples(problem: CTCProblem, idx: np.ndarray, grad: np.ndarray,
-                       weights: np.ndarray) -> np.ndarray:
-    """Samples ``idx (D,)`` by the float64 reference, as one batch: writes their rows of
-    ``grad (T, N, C)`` (the kernel zeroed them), returns their losses ``(D,)``."""
-    from ctcbench.backends.numpy_ref import NumpyBackend
-
-    T_d = int(problem.input_lengths[idx].max())
-    L_d = int(problem.target_lengths[idx].max())
-    subset = CTCProblem(problem.logits[:T_d, idx], problem.targets[idx, :L_d],
-                        problem.input_lengths[idx], problem.target_lengths[idx],
-                        blank=problem.blank)
-    result = NumpyBackend().run(subset, grad_weights=weights)
-    grad[:T_d, idx] = result.grad_logits  # (T_d, D, C); zero past each sample's length
-    return result.loss
+        return NumbaResult(loss, grad, log_space, threads, notes)
 
 
 @dataclass
 class NumbaResult:
-    """The backend result; ``log_space (N,)`` marks samples computed in log space (by the
-    kernel or, past its table limit, by the reference)."""
+    """The backend result; ``log_space (N,)`` marks samples computed in log space."""
 
     loss: np.ndarray  # (N,)
     grad_logits: np.ndarray  # (T, N, C)

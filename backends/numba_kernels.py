@@ -95,7 +95,6 @@ def exp_nonpositive(x):
 WHOLE_TABLE_BYTES = 32 << 20  # a sample's forward rows kept whole up to this
 SEGMENT_BYTES = 192 << 10  # past it, one segment's rows: sized to stay in L2
 CHECKPOINT_BYTES = 64 << 20  # and at most this much of checkpointed rows per sample
-LOG_SPACE_BYTES = 256 << 20  # the log-space path's three (T_n, 2L + 1) tables, at most
 
 
 @njit(**JIT)
@@ -285,86 +284,187 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     return loss
 
 
-@njit(cache=True, error_model="numpy", nogil=True)
+SQRT2 = 1.4142135623730951
+MANTISSA = (1 << 52) - 1
+
+
+@njit(cache=True, fastmath={"contract"}, error_model="numpy")
+def log_1_to_4(x):
+    """``log(x)`` for ``1 <= x < 4``, branch-free so that LLVM vectorises the loops that call
+    it (libm's ``log`` is a scalar call): ``x = 2**k f`` with ``f`` in ``[sqrt(1/2), sqrt(2))``,
+    ``log f = 2 atanh(z)``, ``z = (f - 1) / (f + 1)``, ``|z| <= 0.172``: the odd series to
+    ``z**21`` (truncation below 1e-18 relative)."""
+    bits = _float_to_bits(x)
+    k = (bits >> 52) - 1023  # 0 or 1
+    f = _bits_to_float((bits & MANTISSA) | (1023 << 52))  # in [1, 2)
+    big = f > SQRT2
+    f = f * 0.5 if big else f
+    kf = np.float64(k + 1 if big else k)
+    z = (f - 1.0) / (f + 1.0)
+    z2 = z * z
+    p = 1.0 / 21.0
+    p = p * z2 + 1.0 / 19.0
+    p = p * z2 + 1.0 / 17.0
+    p = p * z2 + 1.0 / 15.0
+    p = p * z2 + 1.0 / 13.0
+    p = p * z2 + 1.0 / 11.0
+    p = p * z2 + 1.0 / 9.0
+    p = p * z2 + 1.0 / 7.0
+    p = p * z2 + 1.0 / 5.0
+    p = p * z2 + 1.0 / 3.0
+    p = p * z2
+    return kf * LN2_HI + (kf * LN2_LO + (2.0 * z + 2.0 * z * p))
+
+
+# The log-space loops need no reassociation (no reductions), and without it the exp and log
+# above may be inlined into them: their rounding tricks would not survive 'reassoc'.
+LOG_JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy", nogil=True)
+
+
+@njit(inline="always", **LOG_JIT)
+def lse3(a, b, c):
+    """``log(exp(a) + exp(b) + exp(c))`` for values in ``[-inf, 0]``; ``-inf`` if all are.
+    Branch-free: the largest term is ``exp(0) = 1``, so the sum lies in ``[1, 3]``."""
+    m = max(a, max(b, c))
+    shift = m if m > -np.inf else 0.0
+    total = exp_nonpositive(a - shift) + exp_nonpositive(b - shift) + exp_nonpositive(c - shift)
+    return m + log_1_to_4(max(total, 1.0))
+
+
+@njit(**JIT)
+def log_emissions(x, lse_t, lab, lp):
+    """``lp (S,)``: log-probability of each extended state's class, ``x[lab[s]] - lse_t``."""
+    for s in range(lab.shape[0]):
+        lp[s] = np.float64(x[lab[s]]) - lse_t
+
+
+@njit(**LOG_JIT)
+def log_forward_row(p, a, lp, enter2):
+    """Log forward row ``a (S + 2,)`` from ``p``: state ``s`` is at ``[s + 2]``, ``[0:2]`` hold
+    -inf; ``s`` <- ``s``, ``s - 1``, and ``s - 2`` where ``enter2[s]`` is 0 (else -inf)."""
+    a[0] = -np.inf
+    a[1] = -np.inf
+    for s in range(lp.shape[0]):
+        a[s + 2] = lp[s] + lse3(p[s + 2], p[s + 1], p[s] + enter2[s])
+
+
+@njit(**LOG_JIT)
+def log_backward_row(g, b, exit2):
+    """Log backward row ``b (S + 2,)`` (state ``s`` at ``[s]``, ``[S:]`` -inf) from ``g``,
+    the next frame's log beta plus its log emissions: ``s`` -> ``s``, ``s + 1``, and
+    ``s + 2`` where ``exit2[s]`` is 0 (else -inf)."""
+    for s in range(b.shape[0] - 2):
+        b[s] = lse3(g[s], g[s + 1], g[s + 2] + exit2[s])
+
+
+@njit(**JIT)
+def log_posterior_row(a, b, post):
+    """``post (S,)`` proportional to ``exp(a[s + 2] + b[s])``, largest 1; returns its sum."""
+    m = -np.inf
+    for s in range(post.shape[0]):
+        v = a[s + 2] + b[s]
+        post[s] = v
+        m = max(m, v)
+    total = 0.0
+    for s in range(post.shape[0]):
+        v = exp_nonpositive(post[s] - m)
+        post[s] = v
+        total += v
+    return total
+
+
+@njit(**JIT)
 def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
     """Log-space forward-backward of sample ``n`` (feasible, ``T_n >= 1``): writes its
-    gradient rows from scratch and returns its loss."""
+    gradient rows from scratch and returns its loss. Checkpointed like :func:`sample_fast`
+    (the same segments): forward rows are kept for one segment at a time, the log-emissions
+    recomputed from the logits and each frame's log-sum-exp, so memory stays bounded."""
     S = 2 * L + 1
     C = logits.shape[2]
-    lp = np.empty((T_n, S))  # (T_n, S) log emissions per extended state
+    K = segment_frames(T_n, L)
+    n_seg = -(-T_n // K)
+    lab = np.empty(S, dtype=np.int64)  # (S,) class of each extended state
+    enter2 = np.full(S, -np.inf)  # (S,) 0 where state s may be entered from s - 2
+    for s in range(S):
+        lab[s] = blank if s % 2 == 0 else tg[s // 2]
+        if s >= 3 and s % 2 == 1 and tg[s // 2] != tg[s // 2 - 1]:
+            enter2[s] = 0.0
+    exit2 = np.full(S, -np.inf)  # (S,) 0 where state s may go on to s + 2
+    exit2[:S - 2] = enter2[2:]
+    lse = np.empty(T_n)  # (T_n,) log-sum-exp of each frame's logits
+    lp = np.empty(S)  # (S,) one frame's log emissions
+    A = np.empty((K, S + 2))  # (K, S + 2) one segment's log forward rows (see log_forward_row)
+    first = np.empty((n_seg, S + 2))  # (n_seg, S + 2) each segment's first row
+    i = 0  # row of frame t in A
     for t in range(T_n):
         x = logits[t, n]
         m = -np.inf
         for c in range(C):
             m = max(m, np.float64(x[c]))
-        s = 0.0
+        total = 0.0
         for c in range(C):
-            s += math.exp(np.float64(x[c]) - m)
-        lse = m + math.log(s)
+            total += math.exp(np.float64(x[c]) - m)
+        lse[t] = m + math.log(total)
         row = grad[t, n]
         for c in range(C):
-            row[c] = w * math.exp(np.float64(x[c]) - lse)
-        for s_ in range(S):
-            lp[t, s_] = np.float64(x[blank if s_ % 2 == 0 else tg[s_ // 2]]) - lse
-    la = np.full((T_n, S), -np.inf)  # (T_n, S)
-    lb = np.full((T_n, S), -np.inf)  # (T_n, S), excluding the emission at t
-    la[0, 0] = lp[0, 0]
+            row[c] = w * math.exp(np.float64(x[c]) - lse[t])
+        log_emissions(x, lse[t], lab, lp)
+        if t == 0:
+            A[0, :] = -np.inf
+            A[0, 2] = lp[0]
+            if S > 1:
+                A[0, 3] = lp[1]
+        else:
+            prev = i
+            i = i + 1 if i + 1 < K else 0
+            log_forward_row(A[prev], A[i], lp, enter2)
+        if i == 0:
+            first[t // K] = A[0]
+    last = A[i]
+    log_z = last[S + 1]
     if S > 1:
-        la[0, 1] = lp[0, 1]
-    for t in range(1, T_n):
-        for s_ in range(S):
-            v = la[t - 1, s_]
-            if s_ >= 1:
-                v = np.logaddexp(v, la[t - 1, s_ - 1])
-            if s_ >= 3 and s_ % 2 == 1 and tg[s_ // 2] != tg[s_ // 2 - 1]:
-                v = np.logaddexp(v, la[t - 1, s_ - 2])
-            la[t, s_] = v + lp[t, s_]
-    lb[T_n - 1, S - 1] = 0.0
-    if S > 1:
-        lb[T_n - 1, S - 2] = 0.0
-    for t in range(T_n - 2, -1, -1):
-        for s_ in range(S):
-            v = lb[t + 1, s_] + lp[t + 1, s_]
-            if s_ + 1 < S:
-                v = np.logaddexp(v, lb[t + 1, s_ + 1] + lp[t + 1, s_ + 1])
-            if s_ + 2 < S and s_ % 2 == 1 and tg[s_ // 2 + 1] != tg[s_ // 2]:
-                v = np.logaddexp(v, lb[t + 1, s_ + 2] + lp[t + 1, s_ + 2])
-            lb[t, s_] = v
-    log_z = la[T_n - 1, S - 1]
-    if S > 1:
-        log_z = np.logaddexp(log_z, la[T_n - 1, S - 2])
+        log_z = np.logaddexp(log_z, last[S])
     if not np.isfinite(log_z):
         for t in range(T_n):
             grad[t, n, :] = 0.0
         return np.inf
+    # backward: nb holds log beta at frame t + 1 plus its log emissions (g), cb beta at t;
+    # both (S + 2,) with state s at [s] and [S:S + 2] = -inf
+    nb = np.full(S + 2, -np.inf)
+    cb = np.full(S + 2, -np.inf)
     post = np.empty(S)  # (S,) one frame's state posterior, normalised to sum to 1 exactly:
-    for t in range(T_n):  # exp(la + lb - log_z) alone drifts ~1e-9 off 1 on long, peaked inputs
-        m = -np.inf
-        for s_ in range(S):
-            post[s_] = la[t, s_] + lb[t, s_]
-            m = max(m, post[s_])
-        total = 0.0
-        for s_ in range(S):
-            post[s_] = math.exp(post[s_] - m)
-            total += post[s_]
-        row = grad[t, n]
-        for s_ in range(S):
-            row[blank if s_ % 2 == 0 else tg[s_ // 2]] -= w * post[s_] / total
+    # exp(la + lb - log_z) alone drifts ~1e-9 off 1 on long, peaked inputs
+    cb[S - 1] = 0.0
+    if S > 1:
+        cb[S - 2] = 0.0
+    for seg in range(n_seg - 1, -1, -1):
+        t0 = seg * K
+        if seg < n_seg - 1:  # recompute this segment's rows from its first one
+            A[0] = first[seg]
+            for k in range(1, K):
+                log_emissions(logits[t0 + k, n], lse[t0 + k], lab, lp)
+                log_forward_row(A[k - 1], A[k], lp, enter2)
+        for t in range(min(t0 + K, T_n) - 1, t0 - 1, -1):
+            if t < T_n - 1:  # log beta at t from nb: log beta + log emissions at t + 1
+                log_backward_row(nb, cb, exit2)
+            scale = w / log_posterior_row(A[t - t0], cb, post)
+            row = grad[t, n]
+            for s in range(S):
+                row[lab[s]] -= post[s] * scale
+            log_emissions(logits[t, n], lse[t], lab, lp)
+            for s in range(S):
+                nb[s] = cb[s] + lp[s]
     return -log_z
 
 
-FAST_PATH, LOG_SPACE_PATH, DEFERRED = 0, 1, 2  # how ctc_batch computed a sample
-
-
 @njit(parallel=True, **JIT)
-def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad, path):
-    """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``path (N,)`` int8
-    (``FAST_PATH``, ``LOG_SPACE_PATH``, or ``DEFERRED``: a sample that needed log space but
-    whose tables would pass ``LOG_SPACE_BYTES``; its loss is NaN, its rows zero, and the
-    caller computes it) for ``logits (T, N, C)`` float32/64, ``targets (N, L)`` int64,
-    lengths ``(N,)`` int64, ``weights (N,)`` float64. Callers should launch it with
-    ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in here, it would keep
-    numba from caching the compiled kernel."""
+def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
+              log_space):
+    """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``log_space (N,)``
+    (True where the sample took the log-space path) for ``logits (T, N, C)`` float32/64,
+    ``targets (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64. Callers
+    should launch it with ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in
+    here, it would keep numba from caching the compiled kernel."""
     T, N, C = logits.shape
     for n in prange(N):
         T_n, L = input_lengths[n], target_lengths[n]
@@ -374,7 +474,7 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
         for j in range(1, L):
             if tg[j] == tg[j - 1]:
                 repeats += 1
-        path[n] = FAST_PATH
+        log_space[n] = False
         if T_n == 0 or T_n < L + repeats:  # no frames, or too few: only an empty target fits
             loss[n] = 0.0 if L == 0 else np.inf
             for t in range(T):
@@ -386,13 +486,8 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
                 skip[j] = 1.0
         value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip)
         if np.isnan(value):
-            if 24 * T_n * (2 * L + 1) <= LOG_SPACE_BYTES:
-                value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
-                path[n] = LOG_SPACE_PATH
-            else:
-                path[n] = DEFERRED
-                for t in range(T_n):
-                    grad[t, n, :] = 0.0
+            value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
+            log_space[n] = True
         loss[n] = value
         for t in range(T_n, T):  # padded frames: zero, never read
             grad[t, n, :] = 0.0

@@ -8,8 +8,8 @@ sample goes through log space):
     python -m pytest tests/core/test_reference_memory.py -m long -q
     -> numpy backend run ~115 s, peak RSS of the child ~420 MB (ru_maxrss), estimate 0.42 GiB
 
-``numba`` checkpoints its probability-space forward rows; uniform logits at this length need
-log space, whose tables it does not checkpoint, so it hands those samples to the reference.
+``numba`` checkpoints its forward rows on either path (uniform logits at this length take the
+log-space one).
 
 Deselect with ``-m 'not long'``.
 """
