@@ -240,3 +240,32 @@ def test_problem_beyond_free_memory_is_refused_before_any_work(numba_backend, mo
     with pytest.raises(ValueError, match=rf"^problem: expected .* GiB available .* got an "
                                          rf"estimated .* GiB for T={T}, N={N}, C={C}, L={L}$"):
         numba_backend.run(problem)
+
+
+def test_polynomial_exp_and_log_are_within_2_ulp_of_numpy():
+    """The branch-free exp (x <= 0, down to the subnormals) and log (1 <= x < 4) the kernels
+    vectorise, against NumPy's libm-backed ones on random and edge arguments."""
+    from numba import njit
+
+    from ctcbench.backends import numba_kernels as k
+
+    @njit
+    def apply(which, x, out):
+        for i in range(x.shape[0]):
+            out[i] = k.exp_nonpositive(x[i]) if which == 0 else k.log_1_to_4(x[i])
+
+    rng = np.random.default_rng(0)
+    xs = [np.concatenate([-np.exp(rng.uniform(-20, np.log(745), 200000)),
+                          [0.0, -0.0, -1e-300, -708.4, -709.0, -744.0, -745.0]]),
+          np.concatenate([rng.uniform(1, 4, 200000),
+                          [1.0, np.nextafter(1, 2), np.sqrt(2), np.nextafter(np.sqrt(2), 0),
+                           2.0, 2 * np.sqrt(2), 3.0, np.nextafter(4, 0)]])]
+    for which, (x, ref_fn) in enumerate(zip(xs, [np.exp, np.log])):
+        out = np.empty_like(x)
+        apply(which, x, out)
+        ref = ref_fn(x)
+        ulps = np.abs(out - ref) / np.spacing(np.abs(ref))  # spacing(0) is the least subnormal
+        assert ulps.max() <= 2, (["exp", "log"][which], x[ulps.argmax()], ulps.max())
+    out = np.empty(1)
+    apply(0, np.array([-np.inf]), out)
+    assert out[0] == 0.0
