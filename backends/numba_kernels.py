@@ -162,6 +162,16 @@ def forward_row(p, a, e, k, skip, L):
 
 
 @njit(**JIT)
+def overlap_is_safe(z, c, d):
+    """Whether ``z = sum_s alpha * beta`` of rows summing to ``c`` and ``d`` is exact enough:
+    ``z / (c d)`` (the overlap of the normalised rows) at least ``SAFE_FLOOR``, and ``z`` itself
+    too, so that the products it sums lost nothing that matters to underflow. (Written as
+    ``z >= SAFE_FLOOR * c * d``, the right side underflows to 0 when ``c`` and ``d`` are both
+    small, and a zero ``z`` then passed: NaN gradients at logit scale 1e3.)"""
+    return z >= SAFE_FLOOR and z / c / d >= SAFE_FLOOR
+
+
+@njit(**JIT)
 def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     """Scaled forward-backward of sample ``n``; returns its loss, or NaN when it is unsafe
     or a softmax row is not finite (the caller then redoes it in log space).
@@ -229,7 +239,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
         cb[2 * L + 1] = 1.0
         zl = last[2 * L + 1]
     d = 2.0 if L > 0 else 1.0
-    if not zb + zl >= SAFE_FLOOR * cs[t] * d:
+    if not overlap_is_safe(zb + zl, cs[t], d):
         return np.nan
     zinv = w / (zb + zl)
     row = grad[t, n]
@@ -272,7 +282,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
                 P[j] = q
                 zl += q
             z = zb + zl
-            if not (d >= SAFE_FLOOR and z >= SAFE_FLOOR * cs[t] * d):
+            if not (d >= SAFE_FLOOR and overlap_is_safe(z, cs[t], d)):
                 return np.nan
             zinv = w / z
             if w != 1.0:

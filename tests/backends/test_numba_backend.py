@@ -70,6 +70,19 @@ def test_infeasible_target_is_inf_with_zero_gradient(numba_backend):
                                            rel=1e-12)
 
 
+def test_tiny_frame_sums_at_logit_scale_1e3_stay_finite_and_exact(numba_backend):
+    """Found by a stress run: forward and backward rows summing to ~1e-200 each made the
+    overlap guard's bound underflow to 0 and a zero overlap pass it (NaN gradient). The
+    sample must go to log space and match brute force."""
+    logits = np.array([[-1802.4363, -893.8869, -1206.9045, -501.8746],
+                       [297.3653, -109.4911, -313.6312, -73.0431],
+                       [1845.5337, 1980.4951, 1321.8176, 705.8016],
+                       [-291.2271, 91.9619, -435.2149, -83.7822],
+                       [-238.6606, 532.3743, 708.1218, -1113.7689]])[:, None, :]  # (5, 1, 4)
+    problem = CTCProblem(logits, [[1, 2]], [5], [2])
+    check_against_brute_force(problem, numba_backend.run(problem), tol=1e-10)
+
+
 def test_padded_nan_frames_are_never_read(numba_backend):
     """NaN logits past input_lengths give zero gradient there and the unpadded answers."""
     rng = np.random.default_rng(11)
