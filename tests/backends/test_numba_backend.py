@@ -260,7 +260,7 @@ def test_polynomial_exp_and_log_are_within_2_ulp_of_numpy():
     vectorise, against NumPy's libm-backed ones on random and edge arguments."""
     from numba import njit
 
-    from ctcbench.backends import numba_kernels as k
+    from ctcbench.backends import numba_math as k
 
     @njit
     def apply(which, x, out):

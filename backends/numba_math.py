@@ -1,0 +1,112 @@
+"""Branch-free ``exp`` and ``log`` for the numba kernels (``backends/numba_kernels.py``).
+
+libm's ``exp`` and ``log`` are scalar calls, which keep LLVM from vectorising the loops that
+use them; these are plain arithmetic on the float's bits, within 2 ulp of libm (tested against
+NumPy's in ``tests/backends/test_numba_backend.py``). Both are compiled without ``reassoc``,
+which would undo their rounding tricks; a loop that inlines them must not have it either
+(the log-space loops, :data:`LOG_JIT`), or must call them as functions LLVM inlines with their
+own flags (the softmax).
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+
+# -- exp of a non-positive argument, branch-free so that LLVM vectorises the softmax loop ----
+@intrinsic
+def _bits_to_float(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _float_to_bits(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.int64(types.float64), codegen
+
+
+MAGIC = 6755399441055744.0  # 1.5 * 2**52: x + MAGIC rounds x to an integer held in the low bits
+LOG2E = 1.4426950408889634
+LN2_HI = 0.693145751953125  # few bits, so k * LN2_HI is exact for |k| < 2**11
+LN2_LO = 1.4286068203094173e-06  # ln 2 - LN2_HI
+
+
+# No 'reassoc' here: it would fold (y + MAGIC) - MAGIC to y and lose the rounding.
+@njit(cache=True, fastmath={"contract"}, error_model="numpy")
+def exp_nonpositive(x):
+    """``exp(x)`` for ``x <= 0`` (-inf included) within 1 ulp of libm's: x = k ln2 + r,
+    ``|r| <= ln2 / 2``, degree-13 Taylor polynomial (truncation below 1e-17), times ``2**k``
+    built from its bits in two halves so that results down to the subnormals come out."""
+    x = max(x, -745.5)  # exp(-745.5) rounds to 0
+    kf = x * LOG2E + MAGIC
+    k = _float_to_bits(kf) - _float_to_bits(MAGIC)  # round(x / ln2) as an integer
+    kf = kf - MAGIC
+    r = (x - kf * LN2_HI) - kf * LN2_LO
+    p = 1.0 / 6227020800.0  # 1 / 13!
+    p = p * r + 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    k1 = k >> 1
+    return p * _bits_to_float((k1 + 1023) << 52) * _bits_to_float((k - k1 + 1023) << 52)
+
+
+SQRT2 = 1.4142135623730951
+MANTISSA = (1 << 52) - 1
+
+
+@njit(cache=True, fastmath={"contract"}, error_model="numpy")
+def log_1_to_4(x):
+    """``log(x)`` for ``1 <= x < 4``, branch-free so that LLVM vectorises the loops that call
+    it (libm's ``log`` is a scalar call): ``x = 2**k f`` with ``f`` in ``[sqrt(1/2), sqrt(2))``,
+    ``log f = 2 atanh(z)``, ``z = (f - 1) / (f + 1)``, ``|z| <= 0.172``: the odd series to
+    ``z**21`` (truncation below 1e-18 relative)."""
+    bits = _float_to_bits(x)
+    k = (bits >> 52) - 1023  # 0 or 1
+    f = _bits_to_float((bits & MANTISSA) | (1023 << 52))  # in [1, 2)
+    big = f > SQRT2
+    f = f * 0.5 if big else f
+    kf = np.float64(k + 1 if big else k)
+    z = (f - 1.0) / (f + 1.0)
+    z2 = z * z
+    p = 1.0 / 21.0
+    p = p * z2 + 1.0 / 19.0
+    p = p * z2 + 1.0 / 17.0
+    p = p * z2 + 1.0 / 15.0
+    p = p * z2 + 1.0 / 13.0
+    p = p * z2 + 1.0 / 11.0
+    p = p * z2 + 1.0 / 9.0
+    p = p * z2 + 1.0 / 7.0
+    p = p * z2 + 1.0 / 5.0
+    p = p * z2 + 1.0 / 3.0
+    p = p * z2
+    return kf * LN2_HI + (kf * LN2_LO + (2.0 * z + 2.0 * z * p))
+
+
+# For loops that inline the functions above (the log-space ones need no reassociation: they
+# have no reductions).
+LOG_JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy", nogil=True)
+
+
+@njit(inline="always", **LOG_JIT)
+def lse3(a, b, c):
+    """``log(exp(a) + exp(b) + exp(c))`` for values in ``[-inf, 0]``; ``-inf`` if all are.
+    Branch-free: the largest term is ``exp(0) = 1``, so the sum lies in ``[1, 3]``."""
+    m = max(a, max(b, c))
+    shift = m if m > -np.inf else 0.0
+    total = exp_nonpositive(a - shift) + exp_nonpositive(b - shift) + exp_nonpositive(c - shift)
+    return m + log_1_to_4(max(total, 1.0))
