@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,6 +57,9 @@ def main() -> None:
                         "(1: samples one at a time, as the adapter runs it; 0: numba's default)")
     args = parser.parse_args()
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+    # Functions the versions import (numba_math) compiled from these exec'd modules must not
+    # go into the project's disk cache: numba could not load those entries back.
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-kernel-bench-")
     import numba
 
     numba.set_parallel_chunksize(args.chunksize)
