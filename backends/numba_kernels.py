@@ -79,7 +79,9 @@ def softmax_frame(x, row, tg, L, blank, e):
     for c in range(C):
         row[c] *= inv
     gather_emissions(row, tg, L, blank, e)
-    return np.isfinite(s)  # then every exp(x - m) was in [0, 1] and s >= 1
+    # then every exp(x - m) was in [0, 1] and s >= 1; a comparison, not np.isfinite, which
+    # the fast-math flags let LLVM fold away (it once passed an infinite log Z)
+    return s < np.inf
 
 
 @njit(**JIT)
@@ -271,6 +273,21 @@ def log_backward_row(g, b, exit2):
 
 
 @njit(**JIT)
+def shift_to_max(row, start, stop):
+    """Subtract the largest of ``row[start:stop]`` from it and return that (0 if all are
+    -inf), so that log rows stay near 0: their values would otherwise grow with T, and with
+    them the rounding of every ``m + log(...)`` (gradient 2.5e-10 off at T=60000)."""
+    m = -np.inf
+    for s in range(start, stop):
+        m = max(m, row[s])
+    if m == -np.inf:
+        return 0.0
+    for s in range(start, stop):
+        row[s] -= m
+    return m
+
+
+@njit(**JIT)
 def log_posterior_row(a, b, post):
     """``post (S,)`` proportional to ``exp(a[s + 2] + b[s])``, largest 1; returns its sum."""
     m = -np.inf
@@ -309,6 +326,7 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
     A = np.empty((K, S + 2))  # (K, S + 2) one segment's log forward rows (see log_forward_row)
     first = np.empty((n_seg, S + 2))  # (n_seg, S + 2) each segment's first row
     i = 0  # row of frame t in A
+    log_shift = 0.0  # what shift_to_max took off the forward rows so far
     for t in range(T_n):
         x = logits[t, n]
         m = -np.inf
@@ -331,16 +349,18 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
             prev = i
             i = i + 1 if i + 1 < K else 0
             log_forward_row(A[prev], A[i], lp, enter2)
+        log_shift += shift_to_max(A[i], 2, S + 2)
         if i == 0:
             first[t // K] = A[0]
     last = A[i]
     log_z = last[S + 1]
     if S > 1:
         log_z = np.logaddexp(log_z, last[S])
-    if not np.isfinite(log_z):
+    if not log_z > -np.inf:  # no path: a comparison, see softmax_frame
         for t in range(T_n):
             grad[t, n, :] = 0.0
         return np.inf
+    log_z += log_shift
     # backward: nb holds log beta at frame t + 1 plus its log emissions (g), cb beta at t;
     # both (S + 2,) with state s at [s] and [S:S + 2] = -inf
     nb = np.full(S + 2, -np.inf)
@@ -357,9 +377,11 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
             for k in range(1, K):
                 log_emissions(logits[t0 + k, n], lse[t0 + k], lab, lp)
                 log_forward_row(A[k - 1], A[k], lp, enter2)
+                shift_to_max(A[k], 2, S + 2)  # as in the first pass; posteriors ignore it
         for t in range(min(t0 + K, T_n) - 1, t0 - 1, -1):
             if t < T_n - 1:  # log beta at t from nb: log beta + log emissions at t + 1
                 log_backward_row(nb, cb, exit2)
+                shift_to_max(cb, 0, S)  # a constant per row: the posteriors ignore it
             scale = w / log_posterior_row(A[t - t0], cb, post)
             row = grad[t, n]
             for s in range(S):
