@@ -71,13 +71,16 @@ def thread_count(numba_module) -> tuple[int, str | None]:
 
 def estimate_bytes(T: int, N: int, C: int, L: int, threads: int) -> int:
     """Peak bytes of a run: the ``(T, N, C)`` logits copy and gradient, and per thread the
-    tables of one sample: a segment's forward rows, the checkpoints and one number per frame
-    (either path; the log-space rows are 2L + 3 wide like the fast path's)."""
+    tables of one sample (either path; the log-space rows are 2L + 3 wide like the fast
+    path's) plus one number per frame. A sample with fewer labels than the padded ``L`` may
+    keep its whole table (up to ``WHOLE_TABLE_BYTES``) where ``L`` labels would be
+    segmented, so the larger of the two counts."""
     from ctcbench.backends import numba_kernels as k
 
-    K = max(1, k.segment_frames.py_func(T, L))  # frames per segment (T may be 0)
-    per_sample = 8 * ((K + -(-T // K)) * (2 * L + 3) + T)
-    return 16 * T * N * C + min(threads, N) * per_sample
+    W = 2 * L + 3
+    K = max(1, k.segment_frames.py_func(T, L))  # frames per segment at L labels (T may be 0)
+    tables = max(8 * (K + -(-T // K)) * W, min(8 * T * W, k.WHOLE_TABLE_BYTES))
+    return 16 * T * N * C + min(threads, N) * (tables + 8 * T)
 
 
 class NumbaBackend:

@@ -246,7 +246,9 @@ def test_problem_beyond_free_memory_is_refused_before_any_work(numba_backend, mo
     from ctcbench.core import memory
     T, N, C, L = 100000, 4, 30, 500
     need = numba_ctc.estimate_bytes(T, N, C, L, threads=1)
-    assert 16 * T * N * C < need <= 16 * T * N * C + 256 * 2**20
+    # the (T, N, C) logits copy and gradient, plus one sample's tables: never the 800 MB a
+    # whole forward table of this sample would take
+    assert 16 * T * N * C < need <= 16 * T * N * C + 100 * 2**20
     monkeypatch.setattr(memory, "available_bytes", lambda: need - 1)  # a machine that short
     problem = CTCProblem(np.zeros((T, N, C)), np.ones((N, L), dtype=np.int64), [T] * N, [L] * N)
     monkeypatch.setenv(THREADS_ENV, "1")
