@@ -12,8 +12,8 @@ import os
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.protocol import BackendUnavailable, UnsupportedProblem
-from ctcbench.worker import THREADS_ENV
+from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
+from ctcbench.runtime.worker import THREADS_ENV
 
 
 def require(modules: tuple[str, ...], *, extra: str, packages: str) -> None:

@@ -30,8 +30,8 @@ import numpy as np
 
 from ctcbench.core.memory import require_memory
 from ctcbench.core.problem import CTCProblem
-from ctcbench.registry import BackendUnavailable, grad_weights_array
-from ctcbench.worker import THREADS_ENV
+from ctcbench.runtime.registry import BackendUnavailable, grad_weights_array
+from ctcbench.runtime.worker import THREADS_ENV
 
 INSTALL_HINT = "pip install 'ctcbench[numba]' (or: pip install numba)"
 LAYER_ENV = "NUMBA_THREADING_LAYER"

@@ -11,7 +11,7 @@ from ctcbench.core.extended import extended_labels, gather_states, scatter_state
 from ctcbench.core.memory import require_memory, uses_tables
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reference import ForwardBackward, forward_backward_probs
-from ctcbench.protocol import grad_weights_array
+from ctcbench.runtime.protocol import grad_weights_array
 
 
 class NumpyBackend:

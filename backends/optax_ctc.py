@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.protocol import BackendResult
+from ctcbench.runtime.protocol import BackendResult
 
 from ._thirdparty import (check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require,
                           threads)

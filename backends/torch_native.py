@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.protocol import (
+from ctcbench.runtime.protocol import (
     BackendResult,
     BackendUnavailable,
     UnsupportedProblem,

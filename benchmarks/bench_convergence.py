@@ -15,7 +15,7 @@ import pytest
 
 from ctcbench.convergence.grid import Grid, run_grid
 from ctcbench.convergence.train import TrainConfig
-from ctcbench.runstore import RowLog
+from ctcbench.runs.store import RowLog
 
 TARGET_CER, TARGET_WALL_S = 0.05, 300.0
 

@@ -46,7 +46,7 @@ SIZES = [(1000, 32, 100, 200), (200, 16, 50, 40), (50, 8, 20, 10)]  # (T, N, C, 
 FRAMEWORKS = {"torch": ("torch", "float64"), "optax": ("optax", "float64"),
               "tf": ("tf", "float32"), "tf-eager": ("tf", "float64"),
               "paddle": ("warpctc", "float64")}
-MIN_MEASUREMENT_S = 0.05  # as ctcbench.timing: loop a fast call to about this long
+MIN_MEASUREMENT_S = 0.05  # as ctcbench.runtime.timing: loop a fast call to about this long
 
 
 # -- the child: one framework, every size ---------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from ctcbench import BackendUnavailable, UnsupportedProblem, get_backend
 from ctcbench.bench.run import Size, make_problem, set_threads
-from ctcbench.registry import backend_names
+from ctcbench.runtime.registry import backend_names
 
 SIZES = [Size(50, 8, 20, 10), Size(200, 16, 50, 40), Size(1000, 8, 5000, 100)]
 

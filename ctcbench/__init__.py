@@ -6,7 +6,7 @@ that needs them is asked for.
 from ctcbench.doctor import diagnose
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import reduce_loss
-from ctcbench.protocol import (
+from ctcbench.runtime.protocol import (
     Backend,
     BackendCrashed,
     BackendFailure,
@@ -16,7 +16,7 @@ from ctcbench.protocol import (
     BackendUnavailable,
     UnsupportedProblem,
 )
-from ctcbench.registry import (
+from ctcbench.runtime.registry import (
     BackendInfo,
     LoadedBackend,
     get_backend,

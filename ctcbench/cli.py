@@ -57,8 +57,8 @@ def cli():
 @format_option("table", "json")
 def backends(fmt):
     """List CTC backends, whether each runs here, and how to install what is missing."""
-    from ctcbench.registry import list_backends
-    from ctcbench.runstore import to_json
+    from ctcbench.runtime.registry import list_backends
+    from ctcbench.files import to_json
     infos = list_backends()
     if fmt == "json":
         click.echo(to_json([dataclasses.asdict(i) for i in infos], indent=2))
@@ -80,7 +80,7 @@ def cases_cmd(case_dirs, fmt):
     """List the edge cases: family, oracle, dtypes and what each one checks."""
     from ctcbench.caselib.library import describe, load_cases
     from ctcbench.compare.checks import prepare_all
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     cases = load_cases(case_dirs or None)
     prepare_all(cases)  # built and answered as compare would: its errors are reported here too
     rows = describe(cases)
@@ -113,7 +113,7 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
     from ctcbench.compare.run import compare
     from ctcbench.compare.table import df_records, format_table, nothing_checked, to_csv
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
                      case_dirs=case_dirs or None, out=out, resume=resume, plot=plot)
     summary = result.summary
@@ -155,7 +155,7 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
     from ctcbench.doctor.diagnose import diagnose
     from ctcbench.doctor.explain import explain_perfect_vs_blank
     from ctcbench.doctor.load import load_inputs
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     if explain and html_path:
         raise click.UsageError("--html: expected a diagnosis, got --explain-perfect-vs-blank")
     for option, path, what, suffixes in (("--plot", plot_path, "a PNG", (".png",)),
@@ -212,7 +212,7 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
 def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baseline, fail_on):
     """Time forward+backward and peak memory of every backend over a size grid."""
     from ctcbench.bench.run import bench as run_bench, format_table, records
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     result = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
                        dtype=dtype, out=out, resume=resume, baseline=baseline, fail_on=fail_on)
     rows = records(result.rows)
@@ -316,7 +316,7 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
 
     if scenario is not None:
         from ctcbench.convergence.scenarios import run_scenario, write_scenario
-        from ctcbench.runstore import run_folder_path
+        from ctcbench.runs.store import run_folder_path
         if resume and out is None:
             raise click.UsageError("--resume needs --out (the scenario folder to continue)")
         folder = run_folder_path(f"scenario-{scenario}", out)
@@ -356,7 +356,7 @@ def report(run_dirs, out):
 def predict(checkpoint, images, beam, fmt):
     """Read line images with a trained checkpoint and print the decoded text."""
     from ctcbench.convergence.predict import predict_images
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     rows = predict_images(checkpoint, images, beam=beam)
     if fmt == "json":
         click.echo(to_json(rows, indent=2))
@@ -386,7 +386,7 @@ def predict(checkpoint, images, beam, fmt):
 def fuzz(backend_name, against, budget, seed, dtypes, out, resume, fmt):
     """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
     from ctcbench.fuzz.run import fuzz as run_fuzz
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     result = run_fuzz(backend_name, against=against, budget=budget, seed=seed,
                       dtypes=dtypes or None, out=out, resume=resume)
     found = result.summary

@@ -42,8 +42,8 @@ from torch.autograd.function import once_differentiable
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import REDUCTIONS, reduce_loss, reduction_weights
-from ctcbench.protocol import BackendUnavailable
-from ctcbench.registry import LoadedBackend, backend_names, get_backend
+from ctcbench.runtime.protocol import BackendUnavailable
+from ctcbench.runtime.registry import LoadedBackend, backend_names, get_backend
 
 # The default backend on the CPU: the compiled one when it is registered and can run here,
 # else the float64 NumPy reference (exact, slower). Pass backend= to choose another.
@@ -52,7 +52,7 @@ FALLBACK_BACKEND = "numpy"
 
 
 def resolve_backend(backend=None) -> LoadedBackend:
-    """A :class:`~ctcbench.registry.LoadedBackend` for ``backend``: a registry name, one already
+    """A :class:`~ctcbench.runtime.registry.LoadedBackend` for ``backend``: a registry name, one already
     loaded (kept, so an isolated backend's worker process is reused), or ``None`` for the
     default (``"numba"`` when registered and available here, else ``"numpy"``)."""
     if isinstance(backend, LoadedBackend):
@@ -164,7 +164,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
       zero_infinity: an infeasible target (input too short) gives loss 0 and gradient 0; without
         it the loss is ``inf`` and its gradient NaN on that sample's valid frames, as in torch.
       backend: a registry name (``"numpy"``, ``"torch"``, ``"optax"``, a plugin), a
-        :class:`~ctcbench.registry.LoadedBackend` (reused: pass one for an isolated backend so
+        :class:`~ctcbench.runtime.registry.LoadedBackend` (reused: pass one for an isolated backend so
         its worker process lives across calls), or ``None``: ``"numba"`` when it is registered
         and available here, else ``"numpy"`` (the exact float64 reference).
 

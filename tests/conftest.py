@@ -87,7 +87,7 @@ def register_backends():
         added.append(name)
     yield add
     for name in reversed(added):
-        if name in ctcbench.registry.backend_names():
+        if name in ctcbench.runtime.registry.backend_names():
             ctcbench.unregister_backend(name)
 
 

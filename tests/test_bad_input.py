@@ -16,7 +16,7 @@ from ctcbench import CTCProblem
 from ctcbench.caselib.builders import build_raw, to_problem
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.cli import cli
-from ctcbench.registry import get_backend
+from ctcbench.runtime.registry import get_backend
 
 LOGITS = np.zeros((4, 2, 3))  # (T, N, C)
 TARGETS = np.array([[1], [2]])  # (N, L)

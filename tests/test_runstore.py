@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.runstore import RowLog, open_run
+from ctcbench.runs.store import RowLog, open_run
 
 CLI = [str(Path(sys.executable).with_name("ctcbench"))]  # the installed console script
 SMALL = ["--backend", "numpy", "--backend", "torch", "--case", "alignment/*", "--case",
@@ -212,7 +212,7 @@ def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
     lock over and says whose it was."""
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from ctcbench.runstore import open_run; "
+        [sys.executable, "-c", "import sys, time; from ctcbench.runs.store import open_run; "
                                "open_run('bench', sys.argv[1]); print('held', flush=True); "
                                "time.sleep(600)", str(out)],
         stdout=subprocess.PIPE, text=True, start_new_session=True)

@@ -1,11 +1,11 @@
-"""ctcbench.timing: the one timing loop, against calls of a known cost."""
+"""ctcbench.runtime.timing: the one timing loop, against calls of a known cost."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from ctcbench.timing import MIN_MEASUREMENT_S, calls_per_measurement, time_calls
+from ctcbench.runtime.timing import MIN_MEASUREMENT_S, calls_per_measurement, time_calls
 
 
 def test_first_call_is_timed_apart_from_the_steady_state():

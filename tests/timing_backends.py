@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from ctcbench.protocol import BackendResult
+from ctcbench.runtime.protocol import BackendResult
 
 SLEEP_S = 0.05
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctcbench.bench.sizes import KEY
-from ctcbench.runstore import RowLog, read_text
+from ctcbench.runs.store import RowLog
+from ctcbench.files import read_text
 
 # metric name on the command line -> row field, unit for messages
 METRICS = {"time": ("time_median_s", "s"), "ratio": ("ratio_to_torch", "x torch"),

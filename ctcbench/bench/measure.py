@@ -30,12 +30,13 @@ import time
 
 import numpy as np
 
-from ctcbench.bench.sizes import Size, expect, make_problem
-from ctcbench.protocol import as_result, kernel_call
-from ctcbench.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
+from ctcbench.bench.sizes import Size, make_problem
+from ctcbench.errors import expect
+from ctcbench.runtime.protocol import as_result, kernel_call
+from ctcbench.runtime.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
                                get_backend)
-from ctcbench.timing import CallTimes, time_calls, timed
-from ctcbench.worker import THREADS_ENV
+from ctcbench.runtime.timing import CallTimes, time_calls, timed
+from ctcbench.runtime.worker import THREADS_ENV
 
 REFERENCE = "torch"  # every ratio is to this backend, measured in the same run
 
@@ -125,7 +126,7 @@ def peak_rss_delta(fn, *, interval: float = 0.0005) -> float | None:
 class _Timer:
     """Times one backend on one problem where the backend runs: in this process, or inside
     its worker process (``IsolatedBackend.bench``), so the round trip to a worker never
-    enters the times. What is timed is :func:`ctcbench.protocol.kernel_call`: the backend's
+    enters the times. What is timed is :func:`ctcbench.runtime.protocol.kernel_call`: the backend's
     ``kernel`` where it has one, else ``run`` on the exact shape (no compilation buckets)."""
 
     def __init__(self, backend, problem):

@@ -3,7 +3,7 @@ compare with a baseline and export tables and plots.
 
 Sizes and grids are in ``ctcbench.bench.sizes``, how one size is measured in
 ``ctcbench.bench.measure``. Rows go to ``rows.jsonl`` in the run folder as each size
-finishes (see ``ctcbench.runstore``), so a run given ``--resume`` continues where it stopped.
+finishes (see ``ctcbench.runs.store``), so a run given ``--resume`` continues where it stopped.
 """
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from dataclasses import asdict
 import pandas as pd
 
 from ctcbench.bench.measure import REFERENCE, measure_size, resolve_backends, set_threads
-from ctcbench.bench.sizes import DTYPES, KEY, expect, load_grid
-from ctcbench.runstore import RunResult, check_resume, open_run, to_json
+from ctcbench.bench.sizes import DTYPES, KEY, load_grid
+from ctcbench.errors import expect
+from ctcbench.runs.store import RunResult, check_resume, open_run
+from ctcbench.files import to_json
 
 FAILED = ("error", "crashed", "timeout")
 STATUSES = ("ok", "error", "crashed", "timeout", "unsupported", "skipped")

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.runstore import read_text
+from ctcbench.files import read_text
+from ctcbench.errors import expect
 
 DTYPES = ("float32", "float64")
 # one bench row per key, in a run and a baseline (rows saved before "threads" existed: 1 thread)
@@ -65,11 +66,6 @@ GRIDS: dict[str, list[Size]] = {
         _sweeps(Size(1000, 32, 100, 200), T=[250, 500, 1000, 2000, 4000], L=[50, 200, 400],
                 C=[100, 1000, 10000], N=[8, 32, 128]) + TARGET_SIZES),
 }
-
-
-def expect(ok: bool, name: str, expected: str, got) -> None:
-    if not ok:
-        raise ValueError(f"{name}: expected {expected}, got {got}")
 
 
 def check_size(size: Size, where: str = "size") -> Size:

@@ -20,15 +20,11 @@ import math
 import re
 
 from ctcbench.core.reduction import REDUCTIONS
+from ctcbench.errors import expect as _expect  # `expect` is the table checked here
 
 FD_DEFAULTS = {"count": 8, "step": 1e-5, "seed": 0, "atol": 1e-6, "rtol": 1e-4}
 _KEYS = {"oracle", "loss", "grad", "error", "reduction", "zero_infinity", "deterministic",
          "samples", "finite_difference"}
-
-
-def _expect(ok: bool, where: str, expected: str, got) -> None:
-    if not ok:
-        raise ValueError(f"{where}: expected {expected}, got {got}")
 
 
 def _is_int(x) -> bool:

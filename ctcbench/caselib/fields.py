@@ -11,9 +11,7 @@ import math
 
 import numpy as np
 
-
-def fail(where: str, expected: str, got) -> None:
-    raise ValueError(f"{where}: expected {expected}, got {got}")
+from ctcbench.errors import fail
 
 
 def _is_int(value) -> bool:

@@ -35,7 +35,8 @@ from pathlib import Path
 
 from ctcbench.caselib.expect_spec import check_expect
 from ctcbench.core.problem import FLOAT_DTYPES
-from ctcbench.runstore import read_text
+from ctcbench.files import read_text
+from ctcbench.errors import expect
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 _FIELDS = {"name", "description", "provenance", "dtypes", "build", "expect", "variant",
@@ -93,72 +94,67 @@ class Case:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
 
 
-def _expect(ok: bool, where: str, expected: str, got) -> None:
-    if not ok:
-        raise ValueError(f"{where}: expected {expected}, got {got}")
-
-
 def parse_case(raw: dict, *, family: str, source: str) -> Case:
     """Validate one raw case table; errors name the file, the case and the field."""
-    _expect(isinstance(raw, dict), f"{source}: a case", "a table",
-            f"{type(raw).__name__} {raw!r}")
+    expect(isinstance(raw, dict), f"{source}: a case", "a table",
+           f"{type(raw).__name__} {raw!r}")
     name = raw.get("name")
     where = f"{source}: case {name!r}" if name else f"{source}: a case"
     unknown = sorted(set(raw) - _FIELDS)
-    _expect(not unknown, where, f"only the fields {', '.join(sorted(_FIELDS))}", unknown)
-    _expect(isinstance(name, str) and bool(_NAME.match(name)), f"{where} name",
-            "lower-case letters, digits, '_' or '-'", repr(name))
+    expect(not unknown, where, f"only the fields {', '.join(sorted(_FIELDS))}", unknown)
+    expect(isinstance(name, str) and bool(_NAME.match(name)), f"{where} name",
+           "lower-case letters, digits, '_' or '-'", repr(name))
     for key in ("description", "provenance"):
-        _expect(isinstance(raw.get(key), str) and raw[key].strip() != "", f"{where} {key}",
-                "a non-empty string", repr(raw.get(key)))
+        expect(isinstance(raw.get(key), str) and raw[key].strip() != "", f"{where} {key}",
+               "a non-empty string", repr(raw.get(key)))
     for key in ("dtypes", "variant", "ordering"):
-        _expect(isinstance(raw.get(key, []), list), f"{where} {key}", "a list",
-                repr(raw.get(key)))
+        expect(isinstance(raw.get(key, []), list), f"{where} {key}", "a list",
+               repr(raw.get(key)))
     dtypes = tuple(raw.get("dtypes", ("float32", "float64")))
     bad = [d for d in dtypes if d not in FLOAT_DTYPES]
-    _expect(dtypes and not bad, f"{where} dtypes", f"a list from {', '.join(FLOAT_DTYPES)}",
-            list(dtypes))
+    expect(dtypes and not bad, f"{where} dtypes", f"a list from {', '.join(FLOAT_DTYPES)}",
+           list(dtypes))
     for key in ("build", "expect"):
-        _expect(isinstance(raw.get(key), dict), f"{where} {key}", "a table", raw.get(key))
+        expect(isinstance(raw.get(key), dict), f"{where} {key}", "a table", raw.get(key))
     from ctcbench.caselib.builders import GENERATORS, TRANSFORMS
     from ctcbench.caselib.expected import ORACLES
     gen = raw["build"].get("generator")
-    _expect(isinstance(gen, str) and gen in GENERATORS, f"{where} build.generator",
-            f"one of {', '.join(GENERATORS)}", repr(gen))
+    expect(isinstance(gen, str) and gen in GENERATORS, f"{where} build.generator",
+           f"one of {', '.join(GENERATORS)}", repr(gen))
     fmt = raw.get("format", 1)
-    _expect(fmt in FORMATS and not isinstance(fmt, bool), f"{where} format",
-            f"one of {', '.join(map(str, FORMATS))}", repr(fmt))
+    expect(fmt in FORMATS and not isinstance(fmt, bool), f"{where} format",
+           f"one of {', '.join(map(str, FORMATS))}", repr(fmt))
     check_expect(raw["expect"], f"{where} expect", fmt=fmt)
     oracle = raw["expect"].get("oracle")
     if "error" not in raw["expect"]:  # a case that must raise has no answer to compute
-        _expect(isinstance(oracle, str) and oracle in ORACLES, f"{where} expect.oracle",
-                f"one of {', '.join(ORACLES)}", repr(oracle))
+        expect(isinstance(oracle, str) and oracle in ORACLES, f"{where} expect.oracle",
+               f"one of {', '.join(ORACLES)}", repr(oracle))
     variants = tuple(raw.get("variant", ()))
     for v in variants:
-        _expect(isinstance(v, dict) and isinstance(v.get("transform"), str)
-                and v["transform"] in TRANSFORMS,
-                f"{where} variant.transform", f"one of {', '.join(TRANSFORMS)}",
-                repr(v.get("transform") if isinstance(v, dict) else v))
+        expect(isinstance(v, dict) and isinstance(v.get("transform"), str)
+               and v["transform"] in TRANSFORMS,
+               f"{where} variant.transform", f"one of {', '.join(TRANSFORMS)}",
+               repr(v.get("transform") if isinstance(v, dict) else v))
     ordering = tuple(raw.get("ordering", ()))
     samples = raw["build"].get("sample", [] if gen == "arrays" else None)
-    _expect(isinstance(samples, list) and (samples or gen == "arrays")
-            and all(isinstance(s, dict) for s in samples),
-            f"{where} build.sample", "a non-empty list of sample tables", repr(samples))
+    expect(isinstance(samples, list) and (samples or gen == "arrays")
+           and all(isinstance(s, dict) for s in samples),
+           f"{where} build.sample", "a non-empty list of sample tables", repr(samples))
     names = [s.get("name", f"sample{n}") for n, s in enumerate(samples)]
-    _expect(all(o in names for o in ordering) and len(ordering) != 1, f"{where} ordering",
-            f"two or more sample names from {names}", list(ordering))
+    expect(all(o in names for o in ordering) and len(ordering) != 1, f"{where} ordering",
+           f"two or more sample names from {names}", list(ordering))
     tolerances, keys = {}, [f.name for f in fields(Tolerance)]
-    _expect(isinstance(raw.get("tolerance", {}), dict), f"{where} tolerance",
-            f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", repr(raw.get("tolerance")))
+    expect(isinstance(raw.get("tolerance", {}), dict), f"{where} tolerance",
+           f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", repr(raw.get("tolerance")))
     for dtype, tol in raw.get("tolerance", {}).items():
-        _expect(dtype in FLOAT_DTYPES and isinstance(tol, dict), f"{where} tolerance",
-                f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", f"{dtype} = {tol!r}")
-        _expect(set(tol) <= set(keys), f"{where} tolerance.{dtype}",
-                f"keys {', '.join(keys)}", sorted(tol))
+        expect(dtype in FLOAT_DTYPES and isinstance(tol, dict), f"{where} tolerance",
+               f"tables named after dtypes ({', '.join(FLOAT_DTYPES)})", f"{dtype} = {tol!r}")
+        expect(set(tol) <= set(keys), f"{where} tolerance.{dtype}",
+               f"keys {', '.join(keys)}", sorted(tol))
         for key, value in tol.items():
-            _expect(isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and math.isfinite(value) and value >= 0, f"{where} tolerance.{dtype}.{key}",
-                    "a finite non-negative number", repr(value))
+            expect(isinstance(value, (int, float)) and not isinstance(value, bool)
+                   and math.isfinite(value) and value >= 0, f"{where} tolerance.{dtype}.{key}",
+                   "a finite non-negative number", repr(value))
         tolerances[dtype] = replace(DEFAULT_TOLERANCES[dtype], **tol)
     return Case(name=name, description=raw["description"].strip(),
                 provenance=raw["provenance"].strip(), family=family, build=raw["build"],
@@ -174,8 +170,8 @@ def _read(path, text: str) -> list[dict]:
         raise ValueError(f"{name}: expected valid {'JSON' if name.endswith('.json') else 'TOML'}, "
                          f"got a parse error: {exc}") from None
     cases = data.get("case") if isinstance(data, dict) else None
-    _expect(isinstance(cases, list), name, "a list of cases under the key 'case'",
-            sorted(data) if isinstance(data, dict) else type(data).__name__)
+    expect(isinstance(cases, list), name, "a list of cases under the key 'case'",
+           sorted(data) if isinstance(data, dict) else type(data).__name__)
     return cases
 
 
@@ -202,21 +198,21 @@ def load_cases(dirs=None) -> list[Case]:
         folders = []
         for d in dirs:
             path = Path(d)
-            _expect(path.is_dir(), "cases", "a folder of .toml/.json case files", str(d))
+            expect(path.is_dir(), "cases", "a folder of .toml/.json case files", str(d))
             folders.append(path)
     else:
         folders = [importlib.resources.files("ctcbench.cases")]
     cases, seen = [], {}
     for folder in folders:
         files = _case_files(folder)
-        _expect(bool(files), "cases", "a folder holding .toml or .json case files",
-                f"none in {folder}")
+        expect(bool(files), "cases", "a folder holding .toml or .json case files",
+               f"none in {folder}")
         for sub, path in files:
             family = path.name.rsplit(".", 1)[0]
             for raw in _read(path, read_text(path, path.name)):
                 case = replace(parse_case(raw, family=family, source=path.name), folder=sub)
-                _expect(case.name not in seen, f"{path.name}: case {case.name!r}",
-                        "a unique name", f"a duplicate of one in {seen.get(case.name)}")
+                expect(case.name not in seen, f"{path.name}: case {case.name!r}",
+                       "a unique name", f"a duplicate of one in {seen.get(case.name)}")
                 seen[case.name] = path.name
                 cases.append(case)
     return cases
@@ -234,8 +230,8 @@ def select_cases(cases: list[Case], patterns=None) -> list[Case]:
         hits = [c for c in cases if fnmatch.fnmatchcase(c.name, pattern)
                 or fnmatch.fnmatchcase(f"{c.family}/{c.name}", pattern)
                 or (c.folder and fnmatch.fnmatchcase(f"{c.folder}/{c.family}/{c.name}", pattern))]
-        _expect(bool(hits), "case", "a name or glob matching at least one case",
-                f"{pattern!r}; known cases: {', '.join(c.name for c in cases)}")
+        expect(bool(hits), "case", "a name or glob matching at least one case",
+               f"{pattern!r}; known cases: {', '.join(c.name for c in cases)}")
         chosen += [c for c in hits if c not in chosen]
     return [c for c in cases if c in chosen]
 

@@ -27,8 +27,8 @@ from ctcbench.caselib.builders import Variant, to_problem, variants
 from ctcbench.caselib.library import Case
 from ctcbench.caselib.expected import Answer, known_answer
 from ctcbench.compare import extra
-from ctcbench.protocol import run_takes
-from ctcbench.registry import BackendFailure, UnsupportedProblem
+from ctcbench.runtime.protocol import run_takes
+from ctcbench.runtime.registry import BackendFailure, UnsupportedProblem
 
 REFERENCE = "numpy"
 STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",

@@ -21,7 +21,7 @@ from ctcbench.caselib.expect_spec import finite_difference_spec
 from ctcbench.core.arrays import to_numpy
 from ctcbench.core.invariants import INVARIANT_TOL, broken_invariants
 from ctcbench.core.reduction import reduce_loss, reduction_weights
-from ctcbench.protocol import UnsupportedProblem
+from ctcbench.runtime.protocol import UnsupportedProblem
 
 API = "api"  # the backend column of an expected-error row: the problem's own validation
 

@@ -2,7 +2,7 @@
 
 The checks of one row are in ``ctcbench.compare.checks``, the table in
 ``ctcbench.compare.table``. Rows go to ``rows.jsonl`` in the run folder as they are finished
-(see ``ctcbench.runstore``), so ``resume`` can pick up an interrupted run.
+(see ``ctcbench.runs.store``), so ``resume`` can pick up an interrupted run.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.progress import Progress
-from ctcbench.registry import BackendUnavailable, backend_names, get_backend
-from ctcbench.runstore import RunResult, check_resume, open_run, to_json
+from ctcbench.runtime.registry import BackendUnavailable, backend_names, get_backend
+from ctcbench.runs.store import RunResult, check_resume, open_run
+from ctcbench.files import to_json
 
 
 def _versions(backends) -> dict:
@@ -53,7 +54,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       out: run folder (default ``reports/compare-<UTC time>``); one that already holds a run
         is refused unless ``resume``, which keeps the rows an earlier run left in it and does
         only the rest; rows that ended in ``error``, ``crashed`` or ``timeout`` may be
-        transient and run again (see ``ctcbench.runstore.open_run``).
+        transient and run again (see ``ctcbench.runs.store.open_run``).
       progress: ``False`` for none; else a bar on a terminal, plain lines otherwise
         (ctcbench.progress).
       plot: also save ``margins.png``, a heat map of error / tolerance (see compare_plot).

@@ -45,26 +45,24 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ctcbench import errors
+from ctcbench.errors import InputError
+
 TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
-class ConfigError(ValueError):
-    """A setting's value is wrong. ``key`` is the setting's dotted key (``data.min_len``) and
-    ``problem`` the rest of the message (``expected ..., got ...``), so that the command line
-    can name the option (``--min-len``) or the file key it came from instead."""
+class ConfigError(InputError):
+    """A setting's value is wrong; ``key`` is its dotted key (``data.min_len``), which the
+    command line renames to the option (``--min-len``) or the file key it came from."""
 
-    def __init__(self, key: str, problem: str):
-        super().__init__(f"{key}: {problem}")
-        self.key, self.problem = key, problem
-
-    def named(self, name: str) -> str:
-        return f"{name}: {self.problem}"
+    @property
+    def key(self) -> str:
+        return self.name
 
 
 def expect(ok: bool, key: str, expected: str, got) -> None:
-    """Raise ``ConfigError(key, "expected {expected}, got {got!r}")`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(key, f"expected {expected}, got {got!r}")
+    """``ConfigError(key, "expected {expected}, got {got!r}")`` unless ``ok``."""
+    errors.expect(ok, key, expected, repr(got), ConfigError)
 
 
 # -- declaring settings ------------------------------------------------------------------
@@ -217,7 +215,7 @@ def check_run(base, grid) -> None:
     model, and whether the CTC backend runs here. Raises ``ConfigError``."""
     from ctcbench.convergence.ctc import ctc_loss_fn
     from ctcbench.convergence.train import check_fits
-    from ctcbench.registry import BackendUnavailable
+    from ctcbench.runtime.registry import BackendUnavailable
     for s in settings():
         if s.grid:
             values = getattr(grid, s.grid)

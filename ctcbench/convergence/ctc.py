@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from ctcbench.registry import get_backend
+from ctcbench.runtime.registry import get_backend
 
 # "mean" and "sum" are torch's (mean divides each line's loss by its target length first);
 # "per-line" is the mean over the batch of each line's whole loss, Keras' ctc_batch_cost

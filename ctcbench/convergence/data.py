@@ -26,6 +26,7 @@ from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, at_leas
                                          setting)
 from ctcbench.convergence.datacache import check_cache_dir, load_or_build
 from ctcbench.progress import Progress
+from ctcbench.errors import expect
 
 BLANK = 0
 
@@ -63,11 +64,6 @@ class DataConfig:
                  "digits only for data kind 'digits'", self.charset)]
 
 
-def _expect(ok: bool, name: str, expected: str, got) -> None:
-    if not ok:
-        raise ValueError(f"{name}: expected {expected}, got {got}")
-
-
 @dataclass
 class Pool:
     """A set of line images: ``images (M, H, W)`` float32, ``labels (M, max_len)`` int64
@@ -87,7 +83,7 @@ class Pool:
 
 def encode_text(text: str, charset: str) -> list[int]:
     bad = sorted(set(text) - set(charset))
-    _expect(not bad, "text", f"characters from charset {charset!r}", f"{bad}")
+    expect(not bad, "text", f"characters from charset {charset!r}", f"{bad}")
     return [charset.index(ch) + 1 for ch in text]
 
 
@@ -225,7 +221,7 @@ def _renderer_state(cfg: DataConfig, split: str):
 def make_pool(cfg: DataConfig, split: str, *, progress: bool = False) -> Pool:
     """Generate the ``split`` ("train" or "test") pool; same config and split => same pool."""
     cfg.check()
-    _expect(split in ("train", "test"), "split", "'train' or 'test'", repr(split))
+    expect(split in ("train", "test"), "split", "'train' or 'test'", repr(split))
     size = cfg.train_size if split == "train" else cfg.test_size
     rng = np.random.default_rng([cfg.seed, 0 if split == "train" else 1])
     state = _renderer_state(cfg, split)
@@ -285,7 +281,7 @@ def load_pool(cfg: DataConfig, split: str, *, cache_dir: str | Path | None = Non
     if cache_dir is None:
         return make_pool(cfg, split, progress=progress)
     cfg.check()
-    _expect(split in ("train", "test"), "split", "'train' or 'test'", repr(split))
+    expect(split in ("train", "test"), "split", "'train' or 'test'", repr(split))
     check_cache_dir(cache_dir, create=True)
     size = cfg.train_size if split == "train" else cfg.test_size
     layout = {"images": ((size, cfg.height, cfg.width), np.float32),  # (M, H, W)
@@ -309,12 +305,12 @@ def ink_image(img, *, height: int, width: int | None = None) -> np.ndarray:
     from PIL import Image
     if not isinstance(img, Image.Image):
         arr = np.asarray(img)
-        _expect(arr.ndim in (2, 3), "image", "a 2-D grayscale or 3-D RGB array", f"shape {arr.shape}")
+        expect(arr.ndim in (2, 3), "image", "a 2-D grayscale or 3-D RGB array", f"shape {arr.shape}")
         if arr.dtype.kind == "f":
             arr = np.clip(arr * (255 if arr.max() <= 1 else 1), 0, 255)
         img = Image.fromarray(arr.astype(np.uint8))
     gray = np.asarray(img.convert("L"), dtype=np.float32) / 255  # (h, w)
-    _expect(gray.size > 0, "image", "a non-empty image", f"shape {gray.shape}")
+    expect(gray.size > 0, "image", "a non-empty image", f"shape {gray.shape}")
     # Background = the most common intensity; light background => dark ink => invert.
     border = np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])
     ink = 1 - gray if np.median(border) > 0.5 else gray

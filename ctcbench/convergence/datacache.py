@@ -23,6 +23,8 @@ from typing import Callable
 
 import numpy as np
 
+from ctcbench.files import atomic_write
+
 try:
     import fcntl
 except ImportError:  # Windows: no locks, each process builds its own copy
@@ -136,14 +138,5 @@ def entry_lock(path: Path):
 
 def write_entry(path: Path, arrays: Arrays, meta: dict) -> None:
     """Write ``arrays`` and ``meta`` to a unique temporary file beside ``path``, then rename it in."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: np.savez_compressed(
+        f, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays))

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from ctcbench.convergence.train import CURVE_FLOATS
-from ctcbench.runstore import RowLog
+from ctcbench.runs.store import RowLog
 
 INSTALL = "pip install 'ctcbench[tensorboard]'"
 

@@ -59,7 +59,7 @@ def run_task(task: RunTask, progress: Callable[[int], None] | None = None) -> st
     logged to ``runs/<name>/attempts.jsonl``: ``{"token", "resumed_from"}`` (the checkpoint
     step it continued from, or null)."""
     from ctcbench.convergence.train import load_checkpoint, train_run
-    from ctcbench.runstore import RowLog
+    from ctcbench.runs.store import RowLog
     resume = task.resume
     if task.token is not None:
         task.run_dir.mkdir(parents=True, exist_ok=True)

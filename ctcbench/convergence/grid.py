@@ -28,7 +28,8 @@ from ctcbench.convergence.datacache import check_cache_dir
 from ctcbench.convergence.executors import LocalPool, RunTask
 from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits
 from ctcbench.convergence.verdicts import write_verdicts
-from ctcbench.runstore import RowLog, RunResult, check_resume, open_run, to_json
+from ctcbench.runs.store import RowLog, RunResult, check_resume, open_run
+from ctcbench.files import to_json
 
 EXTRA_PACKAGES = ("pillow", "captcha", "scikit-learn", "matplotlib")
 SUMMARY_FLOATS = ("final_cer", "final_seq_acc", "final_test_loss", "final_blank_frac", "cpu_s",

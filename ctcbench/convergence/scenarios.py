@@ -182,7 +182,7 @@ def write_scenario(folder: Path, name: str, results: dict) -> dict:
     from ctcbench.convergence.plots import plot_curves
     from ctcbench.convergence.tables import records
     from ctcbench.convergence.verdicts import to_records
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     table, pairs, versus = scenario_tables(results)
     curves = scenario_curves(results)
     findings = finding_counts(curves)

@@ -4,7 +4,7 @@ value everywhere.
 A step a run never reached (no eval with CER < 2%, no plateau end) is a missing value, not a
 number: empty in tables and CSV, ``null`` in JSON. Real non-finite results (a diverged run's
 NaN loss) stay what they are: ``nan``/``inf`` in tables and CSV, the strings ``"nan"`` and
-``"inf"`` in JSON (``runstore.to_json``).
+``"inf"`` in JSON (``ctcbench.files.to_json``).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def grid_output(result, fmt: str) -> str:
     """What ``convergence`` prints for a grid: the runs, each optimizer's verdict at its best
     rate and the pairwise differences (a table), or ``{"runs", "verdicts", "differences"}``."""
     from ctcbench.convergence.verdicts import to_records, verdicts
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     summary, run_dir = result.rows, result.run_dir
     best, diffs = verdicts(summary)
     if fmt == "json":
@@ -78,7 +78,7 @@ def grid_output(result, fmt: str) -> str:
 def scenario_output(written: dict, fmt: str) -> str:
     """What ``convergence --scenario`` prints: per arm, for both metrics, the verdicts, the
     optimizers' differences, the arm against the baseline, the doctor's finding counts."""
-    from ctcbench.runstore import to_json
+    from ctcbench.files import to_json
     if fmt == "json":
         return to_json(written["json"], indent=2)
     parts = [table(written["verdicts"])] + [

@@ -35,7 +35,8 @@ from ctcbench.convergence.decode import MAX_BEAM, beam_decode, error_rates
 from ctcbench.convergence.diagnosis import finding_codes
 from ctcbench.convergence.models import ModelConfig, build_model, num_params
 from ctcbench.core.ctcmath import greedy_decode
-from ctcbench.runstore import RowLog, to_json
+from ctcbench.runs.store import RowLog
+from ctcbench.files import atomic_write, to_json
 
 OPTIMIZERS = {
     "adam": lambda p, c: torch.optim.Adam(p, lr=c.lr, betas=(c.beta1, c.beta2),
@@ -201,9 +202,7 @@ def _save_checkpoint(path: Path, *, cfg, model, opt, sched, step, extra) -> None
     state = {"config": json.loads(to_json(asdict(cfg))), "step": step, "model": model.state_dict(),
              "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
              "torch_rng": torch.get_rng_state(), "extra": extra}
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)  # never leave a half-written checkpoint
+    atomic_write(path, lambda f: torch.save(state, f))
 
 
 def load_checkpoint(path: str | Path) -> dict:

@@ -20,38 +20,34 @@ import numpy as np
 
 from ctcbench.core.arrays import to_numpy
 from ctcbench.core.ctcmath import adjacent_repeats, feasible, log_softmax
+from ctcbench.errors import expect
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-
-
-def _expect(ok: bool, name: str, expected: str, got) -> None:
-    if not ok:
-        raise ValueError(f"{name}: expected {expected}, got {got}")
 
 
 def _int_vector(x, name: str, n: int | None, *, most: int, bound: str) -> np.ndarray:
     """A 1-D integer array in ``[0, most]``, as int64; the range is checked in the caller's
     dtype, before the cast, so a uint64 2**64 - 1 cannot wrap to -1."""
     arr, dtype = to_numpy(x, name)
-    _expect(arr.ndim == 1, name, "a 1-D integer array", f"shape {arr.shape}")
-    _expect(arr.dtype.kind in "iu", name, "an integer dtype", dtype)
+    expect(arr.ndim == 1, name, "a 1-D integer array", f"shape {arr.shape}")
+    expect(arr.dtype.kind in "iu", name, "an integer dtype", dtype)
     if n is not None:
-        _expect(arr.shape[0] == n, name, f"shape ({n},) (one per batch element)", f"shape {arr.shape}")
-    _expect(bool((arr >= 0).all()), name, "non-negative lengths", arr.tolist())
-    _expect(bool((arr <= most).all()), name, f"values <= {bound}", arr.tolist())
+        expect(arr.shape[0] == n, name, f"shape ({n},) (one per batch element)", f"shape {arr.shape}")
+    expect(bool((arr >= 0).all()), name, "non-negative lengths", arr.tolist())
+    expect(bool((arr <= most).all()), name, f"values <= {bound}", arr.tolist())
     return arr.astype(np.int64)
 
 
 def _one_sample(targets, input_lengths, target_lengths):
     """Unbatched inputs as a batch of one: ``targets (L,) -> (1, L)``, scalar lengths -> ``(1,)``."""
     targets, _ = to_numpy(targets, "targets")
-    _expect(targets.ndim == 1, "targets", "a 1-D array (L,) with unbatched (T, C) logits",
-            f"shape {targets.shape}")
+    expect(targets.ndim == 1, "targets", "a 1-D array (L,) with unbatched (T, C) logits",
+           f"shape {targets.shape}")
     lengths = []
     for value, name in ((input_lengths, "input_lengths"), (target_lengths, "target_lengths")):
         arr, _ = to_numpy(value, name)
-        _expect(arr.size == 1 and arr.ndim <= 1, name, "a scalar with unbatched (T, C) logits",
-                f"shape {arr.shape}")
+        expect(arr.size == 1 and arr.ndim <= 1, name, "a scalar with unbatched (T, C) logits",
+               f"shape {arr.shape}")
         lengths.append(arr.reshape(1))
     return targets[None, :], lengths[0], lengths[1]  # (1, L), (1,), (1,)
 
@@ -94,16 +90,16 @@ class CTCProblem:
             logits = logits[:, None, :]  # (T, 1, C)
             targets, input_lengths, target_lengths = _one_sample(targets, input_lengths,
                                                                  target_lengths)
-        _expect(logits.ndim == 3, "logits", "a 3-D array (T, N, C) or an unbatched 2-D (T, C)",
-                f"shape {logits.shape}")
-        _expect(dtype in FLOAT_DTYPES, "logits", f"a float dtype ({', '.join(FLOAT_DTYPES)})", dtype)
+        expect(logits.ndim == 3, "logits", "a 3-D array (T, N, C) or an unbatched 2-D (T, C)",
+               f"shape {logits.shape}")
+        expect(dtype in FLOAT_DTYPES, "logits", f"a float dtype ({', '.join(FLOAT_DTYPES)})", dtype)
         T, N, C = logits.shape
-        _expect(N > 0, "logits", "a non-empty batch (N > 0)", f"shape {logits.shape}")
-        _expect(C > 0, "logits", "at least one class (C > 0)", f"shape {logits.shape}")
-        _expect(isinstance(blank, (int, np.integer)) and not isinstance(blank, bool),
-                "blank", "an int", repr(blank))
-        _expect(-C <= blank < C, "blank",
-                f"an index in [-{C}, {C}) (negative counts from the end, -1 = {C - 1})", blank)
+        expect(N > 0, "logits", "a non-empty batch (N > 0)", f"shape {logits.shape}")
+        expect(C > 0, "logits", "at least one class (C > 0)", f"shape {logits.shape}")
+        expect(isinstance(blank, (int, np.integer)) and not isinstance(blank, bool),
+               "blank", "an int", repr(blank))
+        expect(-C <= blank < C, "blank",
+               f"an index in [-{C}, {C}) (negative counts from the end, -1 = {C - 1})", blank)
         blank = int(blank) % C  # -1 -> C - 1, as TensorFlow's blank_index
 
         input_lengths = _int_vector(input_lengths, "input_lengths", N, most=T, bound=f"T = {T}")
@@ -115,12 +111,12 @@ class CTCProblem:
         L = targets.shape[1]
         valid_label = np.arange(L)[None, :] < target_lengths[:, None]  # (N, L)
         labels = targets[valid_label]  # checked before the int64 cast, which could wrap
-        _expect(bool(((labels >= 0) & (labels < C)).all()), "targets",
-                f"labels in [0, {C})", sorted(set(labels[(labels < 0) | (labels >= C)].tolist())))
+        expect(bool(((labels >= 0) & (labels < C)).all()), "targets",
+               f"labels in [0, {C})", sorted(set(labels[(labels < 0) | (labels >= C)].tolist())))
         targets = targets.astype(np.int64)
         bad = np.argwhere(valid_label & (targets == blank))
-        _expect(len(bad) == 0, "targets", f"no label equal to blank={blank}",
-                f"blank at (sample, position) {[tuple(map(int, b)) for b in bad[:5]]}")
+        expect(len(bad) == 0, "targets", f"no label equal to blank={blank}",
+               f"blank at (sample, position) {[tuple(map(int, b)) for b in bad[:5]]}")
 
         valid_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
         rows = logits[valid_frame]  # (frames, C)
@@ -155,23 +151,23 @@ class CTCProblem:
     @staticmethod
     def _padded_targets(targets, target_lengths: np.ndarray, N: int) -> np.ndarray:
         targets, dtype = to_numpy(targets, "targets")
-        _expect(targets.dtype.kind in "iu", "targets", "an integer dtype", dtype)
+        expect(targets.dtype.kind in "iu", "targets", "an integer dtype", dtype)
         if targets.ndim == 1:  # concatenated -> padded (N, L)
             total = int(target_lengths.sum())
-            _expect(targets.shape[0] == total, "targets",
-                    f"a concatenated 1-D array of length sum(target_lengths) = {total}",
-                    f"length {targets.shape[0]}")
+            expect(targets.shape[0] == total, "targets",
+                   f"a concatenated 1-D array of length sum(target_lengths) = {total}",
+                   f"length {targets.shape[0]}")
             padded = np.zeros((N, int(target_lengths.max(initial=0))), dtype=targets.dtype)
             ends = np.cumsum(target_lengths)
             for n, (start, end) in enumerate(zip(ends - target_lengths, ends)):
                 padded[n, : end - start] = targets[start:end]
             return padded
-        _expect(targets.ndim == 2, "targets", "a padded (N, L) or concatenated 1-D array",
-                f"shape {targets.shape}")
-        _expect(targets.shape[0] == N, "targets", f"{N} rows (one per batch element)",
-                f"shape {targets.shape}")
-        _expect(bool((target_lengths <= targets.shape[1]).all()), "target_lengths",
-                f"values <= padded target width L = {targets.shape[1]}", target_lengths.tolist())
+        expect(targets.ndim == 2, "targets", "a padded (N, L) or concatenated 1-D array",
+               f"shape {targets.shape}")
+        expect(targets.shape[0] == N, "targets", f"{N} rows (one per batch element)",
+               f"shape {targets.shape}")
+        expect(bool((target_lengths <= targets.shape[1]).all()), "target_lengths",
+               f"values <= padded target width L = {targets.shape[1]}", target_lengths.tolist())
         return targets
 
     # -- shapes -------------------------------------------------------------------

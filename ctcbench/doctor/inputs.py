@@ -14,6 +14,7 @@ from ctcbench.core.ctcmath import min_frames
 from ctcbench.core.arrays import to_numpy
 from ctcbench.core.reduction import REDUCTIONS
 from ctcbench.doctor.findings import MAX_LISTED, Finding
+from ctcbench.errors import expect
 
 LAYOUTS = ("TNC", "NTC")
 
@@ -65,16 +66,11 @@ class Inputs:
         return min_frames(self.targets, np.minimum(self.target_lengths, L))
 
 
-def _expect(ok: bool, name: str, expected: str, got) -> None:
-    if not ok:
-        raise ValueError(f"{name}: expected {expected}, got {got}")
-
-
 def _int_array(x, name: str) -> np.ndarray:
     arr, dtype = to_numpy(x, name)
     if arr.ndim == 0:
         arr = arr.reshape(1)
-    _expect(arr.dtype.kind in "iu", name, "an integer array", f"dtype {dtype}")
+    expect(arr.dtype.kind in "iu", name, "an integer array", f"dtype {dtype}")
     return arr.astype(np.int64)
 
 
@@ -86,29 +82,29 @@ def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, 
     """
     given = {k: v for k, v in (("log_probs", log_probs), ("logits", logits), ("probs", probs))
              if v is not None}
-    _expect(len(given) == 1, "log_probs/logits/probs", "exactly one of them",
-            f"{len(given)} ({', '.join(given) or 'none'})")
+    expect(len(given) == 1, "log_probs/logits/probs", "exactly one of them",
+           f"{len(given)} ({', '.join(given) or 'none'})")
     (kind, values), = given.items()
     x, dtype = to_numpy(values, kind)
-    _expect(x.ndim == 3, kind, "a 3-D array (T, N, C) or (N, T, C)", f"shape {x.shape}")
-    _expect(x.dtype.kind == "f", kind, "a float array", f"dtype {dtype}")
-    _expect(layout in LAYOUTS, "layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
-    _expect(reduction in REDUCTIONS, "reduction", f"one of {', '.join(REDUCTIONS)}",
-            repr(reduction))
+    expect(x.ndim == 3, kind, "a 3-D array (T, N, C) or (N, T, C)", f"shape {x.shape}")
+    expect(x.dtype.kind == "f", kind, "a float array", f"dtype {dtype}")
+    expect(layout in LAYOUTS, "layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
+    expect(reduction in REDUCTIONS, "reduction", f"one of {', '.join(REDUCTIONS)}",
+           repr(reduction))
     input_lengths = _int_array(input_lengths, "input_lengths")
     target_lengths = _int_array(target_lengths, "target_lengths")
-    _expect(input_lengths.ndim == 1, "input_lengths", "a 1-D array (N,)",
-            f"shape {input_lengths.shape}")
-    _expect(target_lengths.shape == input_lengths.shape, "target_lengths",
-            f"shape {input_lengths.shape} like input_lengths", f"shape {target_lengths.shape}")
-    _expect(bool((input_lengths >= 0).all()), "input_lengths", "non-negative values",
-            input_lengths.tolist()[:MAX_LISTED])
-    _expect(bool((target_lengths >= 0).all()), "target_lengths", "non-negative values",
-            target_lengths.tolist()[:MAX_LISTED])
+    expect(input_lengths.ndim == 1, "input_lengths", "a 1-D array (N,)",
+           f"shape {input_lengths.shape}")
+    expect(target_lengths.shape == input_lengths.shape, "target_lengths",
+           f"shape {input_lengths.shape} like input_lengths", f"shape {target_lengths.shape}")
+    expect(bool((input_lengths >= 0).all()), "input_lengths", "non-negative values",
+           input_lengths.tolist()[:MAX_LISTED])
+    expect(bool((target_lengths >= 0).all()), "target_lengths", "non-negative values",
+           target_lengths.tolist()[:MAX_LISTED])
     N = len(input_lengths)
-    _expect(N > 0, "input_lengths", "at least one sample", "an empty array")
+    expect(N > 0, "input_lengths", "at least one sample", "an empty array")
     blank_arr, _ = to_numpy(blank, "blank")
-    _expect(blank_arr.size == 1 and blank_arr.dtype.kind in "iu", "blank", "an int", repr(blank))
+    expect(blank_arr.size == 1 and blank_arr.dtype.kind in "iu", "blank", "an int", repr(blank))
     blank = int(blank_arr.reshape(()))
 
     findings = []
@@ -117,32 +113,32 @@ def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, 
     batch_axis = expected_batch_axis
     if x.shape[expected_batch_axis] != N:
         other = 1 - expected_batch_axis
-        _expect(x.shape[other] == N, kind,
-                f"a batch axis of size N = {N} (len(input_lengths)) in a {layout} array",
-                f"shape {x.shape}")
+        expect(x.shape[other] == N, kind,
+               f"a batch axis of size N = {N} (len(input_lengths)) in a {layout} array",
+               f"shape {x.shape}")
         batch_axis = other
         findings.append(_layout_finding(kind, x.shape, layout, N, input_lengths))
     if batch_axis == 0:
         x = x.transpose(1, 0, 2)  # (N, T, C) -> (T, N, C)
     T, _, C = x.shape
-    _expect(C > 0, kind, "at least one class (C > 0)", f"shape {x.shape}")
-    _expect(-C <= blank < C, "blank",
-            f"an index in [-{C}, {C}) (negative counts from the end, -1 = {C - 1})", blank)
+    expect(C > 0, kind, "at least one class (C > 0)", f"shape {x.shape}")
+    expect(-C <= blank < C, "blank",
+           f"an index in [-{C}, {C}) (negative counts from the end, -1 = {C - 1})", blank)
     blank %= C  # as CTCProblem: -1 is the last class, TensorFlow's blank_index=-1
 
     targets = _int_array(targets, "targets")
     if targets.ndim == 1:  # concatenated -> padded (N, L)
         total = int(target_lengths.sum())
-        _expect(targets.shape[0] == total, "targets",
-                f"a concatenated 1-D array of length sum(target_lengths) = {total}",
-                f"length {targets.shape[0]}")
+        expect(targets.shape[0] == total, "targets",
+               f"a concatenated 1-D array of length sum(target_lengths) = {total}",
+               f"length {targets.shape[0]}")
         padded = np.full((N, int(target_lengths.max(initial=0))), blank, dtype=np.int64)
         ends = np.cumsum(target_lengths)
         for n, (start, end) in enumerate(zip(ends - target_lengths, ends)):
             padded[n, : end - start] = targets[start:end]
         targets = padded
-    _expect(targets.ndim == 2 and targets.shape[0] == N, "targets",
-            f"a padded ({N}, L) array or a concatenated 1-D array", f"shape {targets.shape}")
+    expect(targets.ndim == 2 and targets.shape[0] == N, "targets",
+           f"a padded ({N}, L) array or a concatenated 1-D array", f"shape {targets.shape}")
     inputs = Inputs(x, kind, dtype, targets, input_lengths, target_lengths, blank,
                     layout, reduction, transposed=batch_axis != expected_batch_axis)
     return inputs, findings

@@ -6,7 +6,7 @@ import numpy as np
 from ctcbench.caselib.builders import build_raw, to_problem
 from ctcbench.caselib.library import DEFAULT_TOLERANCES, Tolerance
 from ctcbench.core.invariants import broken_invariants
-from ctcbench.registry import BackendFailure, UnsupportedProblem
+from ctcbench.runtime.registry import BackendFailure, UnsupportedProblem
 
 
 def tolerance(problem) -> Tolerance:

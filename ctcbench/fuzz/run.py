@@ -23,8 +23,8 @@ from ctcbench.fuzz.casefile import write_case
 from ctcbench.fuzz.judge import judge, problem_of, tolerance
 from ctcbench.fuzz.problems import builds, size
 from ctcbench.progress import Progress
-from ctcbench.registry import get_backend
-from ctcbench.runstore import RunResult, check_resume, open_run
+from ctcbench.runtime.registry import get_backend
+from ctcbench.runs.store import RunResult, check_resume, open_run
 
 FUZZ_DTYPES = ("float64", "float32")
 CHUNK = 25  # examples per hypothesis call; the budget is checked between calls

@@ -16,7 +16,7 @@ FIELDS = ("backend", *SIZE, "cells", "dtype", "status", "reason", "time_median_s
 def bench_rows(run_dir: Path) -> list[dict]:
     """The latest row per (backend, size, dtype), smallest sizes first."""
     from ctcbench.bench.sizes import KEY
-    from ctcbench.runstore import RowLog
+    from ctcbench.runs.store import RowLog
     run_dir = Path(run_dir)
     rows = RowLog(run_dir / "rows.jsonl").rows()
     if not rows and (run_dir / "bench.json").is_file():

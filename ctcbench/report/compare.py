@@ -11,7 +11,7 @@ TOLERANCE_FIELDS = ("loss_atol", "loss_rtol", "grad_atol")
 
 def _rows(run_dir: Path) -> list[dict]:
     from ctcbench.compare.checks import NUMBERS
-    from ctcbench.runstore import RowLog
+    from ctcbench.runs.store import RowLog
     rows = RowLog(run_dir / "rows.jsonl").rows(floats=NUMBERS)
     if not rows and (run_dir / "rows.json").is_file():
         rows = json.loads((run_dir / "rows.json").read_text(encoding="utf-8"))

@@ -22,7 +22,7 @@ def group_label(model, optimizer, lr) -> str:
 def _run(folder: Path) -> tuple[dict, pd.DataFrame] | None:
     """(summary row, curve) of one run folder; None when it has not logged an eval yet."""
     from ctcbench.convergence.train import CURVE_FLOATS, summarize
-    from ctcbench.runstore import RowLog
+    from ctcbench.runs.store import RowLog
     rows = RowLog(folder / "curve.jsonl").rows(floats=CURVE_FLOATS)
     if not rows or not (folder / "config.json").is_file():
         return None

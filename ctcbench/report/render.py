@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
+from ctcbench.files import atomic_write
 from ctcbench.report.format import FILTERS
 from ctcbench.report.kinds import read_meta, run_kind
 
@@ -43,10 +44,7 @@ def _render(runs: list[dict], title: str, before_after=None) -> str:
 
 def _write(out: Path, html: str) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)  # a reader never sees half a page
-    return out
+    return atomic_write(out, html)
 
 
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:

@@ -18,8 +18,8 @@ from ctcbench import (
     unregister_backend,
 )
 from ctcbench.core import oracles
-from ctcbench.protocol import run_takes
-from ctcbench.registry import BUILTIN_BACKENDS, backend_names, load_factory
+from ctcbench.runtime.protocol import run_takes
+from ctcbench.runtime.registry import BUILTIN_BACKENDS, backend_names, load_factory
 
 # The defaults as the protocol documents them, written out here, not read from the code.
 DOCUMENTED_DEFAULTS = {"isolated": False, "dtypes": None, "device": "cpu", "known_issues": {},

@@ -9,7 +9,7 @@ import pytest
 import ctcbench
 from ctcbench import BackendUnavailable, CTCProblem, get_backend, list_backends
 from ctcbench.core import oracles
-from ctcbench.protocol import as_result
+from ctcbench.runtime.protocol import as_result
 
 
 def test_builtins_are_listed():

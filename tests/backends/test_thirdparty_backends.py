@@ -17,7 +17,7 @@ from conftest import random_problem
 from ctcbench import BackendUnavailable, CTCProblem, UnsupportedProblem, get_backend
 from ctcbench.core import oracles
 from ctcbench.cli import cli
-from ctcbench.worker import IsolatedBackend
+from ctcbench.runtime.worker import IsolatedBackend
 
 THIRD_PARTY = ("optax", "tf", "tf-dense", "warpctc")
 EXTRAS = {"optax": "jax", "tf": "tf", "tf-dense": "tf", "warpctc": "paddle"}

@@ -20,7 +20,7 @@ from ctcbench import (
 )
 from ctcbench.core import oracles
 from ctcbench.cli import cli
-from ctcbench.worker import IsolatedBackend, WorkerError, shutdown_workers
+from ctcbench.runtime.worker import IsolatedBackend, WorkerError, shutdown_workers
 
 PLUGINS = {
     "segv-on-blank1": "misbehaving_backends:SegfaultOnBlankOne",

@@ -6,7 +6,7 @@ import torch
 
 from ctcbench.convergence.train import (TrainConfig, batch_indices, load_checkpoint,
                                         model_from_checkpoint, summarize, train_run)
-from ctcbench.runstore import RowLog
+from ctcbench.runs.store import RowLog
 from conftest import LEARN_STEPS, tiny_train_config
 
 

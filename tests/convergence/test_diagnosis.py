@@ -6,7 +6,7 @@ import torch
 from ctcbench.convergence.data import DataConfig
 from ctcbench.convergence.models import ModelConfig
 from ctcbench.convergence.train import train_run
-from ctcbench.runstore import RowLog
+from ctcbench.runs.store import RowLog
 from conftest import tiny_train_config
 
 

@@ -14,7 +14,7 @@ from ctcbench.cli import cli
 from ctcbench.convergence.config import build
 from ctcbench.convergence.executors import DaskExecutor, LocalPool, make_executor
 from ctcbench.convergence.grid import run_grid
-from ctcbench.runstore import RowLog
+from ctcbench.runs.store import RowLog
 
 distributed = pytest.importorskip("distributed")
 

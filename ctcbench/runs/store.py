@@ -5,7 +5,7 @@ A run folder holds
                folder, the version of its row format, the run's configuration and where it ran
   rows.jsonl   one JSON object per line, appended, flushed and fsync'ed as each row is
                finished, so an interrupted run keeps what it did
-  run.lock     who is writing the folder now (see ctcbench.runlock)
+  run.lock     who is writing the folder now (see ctcbench.runs.lock)
 plus whatever tables and plots the driver exports.
 
 The rules (``open_run``): without ``resume`` a folder that already holds a run is refused,
@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ctcbench.environment import environment
-from ctcbench.runlock import RunLock, describe_holder
+from ctcbench.files import atomic_write, to_json
+from ctcbench.runs.lock import RunLock, describe_holder
 
 DEFAULT_REPORTS = Path("reports")
 ROW_FORMATS = {"compare": 1, "bench": 1, "convergence": 1, "fuzz": 1}  # row format each kind writes now
@@ -50,40 +49,6 @@ class RunResult:
     environment: dict
     resumed: int = 0
     files: list[Path] = field(default_factory=list)
-
-
-def read_text(path: Path, what: str) -> str:
-    """A text file's contents (UTF-8, a byte-order mark dropped), or a ValueError naming
-    ``what`` ("grid sizes.csv") when it is not text or cannot be read."""
-    try:
-        return Path(path).read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{what}: expected a UTF-8 text file, got undecodable bytes at "
-                         f"position {exc.start}") from None
-    except OSError as exc:  # a folder, no permission, an I/O error
-        raise ValueError(f"{what}: expected a readable text file, got "
-                         f"{exc.strerror or type(exc).__name__}") from None
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)  # "inf", "-inf", "nan": JSON has no such numbers
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, Path):
-        return str(x)
-    return x
-
-
-def to_json(obj, **kwargs) -> str:
-    """JSON with inf/nan spelled as strings and NumPy scalars unwrapped."""
-    return json.dumps(_jsonable(obj), **kwargs)
 
 
 def _row(line: bytes):
@@ -149,12 +114,7 @@ class RowLog:
                 f.truncate(cut)
                 os.fsync(f.fileno())
         elif notes:
-            tmp = self.path.with_suffix(".tmp")
-            with tmp.open("wb") as f:
-                f.write(b"".join(line + b"\n" for line in good))
-                f.flush()
-                os.fsync(f.fileno())
-            tmp.replace(self.path)
+            atomic_write(self.path, b"".join(line + b"\n" for line in good))
         return notes
 
 
@@ -211,9 +171,7 @@ class RunFolder:
         self.environment = environment(extra_packages)
         meta = {"kind": self.kind, "row_format": ROW_FORMATS[self.kind], "config": config,
                 "environment": self.environment}
-        tmp = self.run_dir / (META + ".tmp")
-        tmp.write_text(to_json(meta, indent=2) + "\n")
-        tmp.replace(self.run_dir / META)
+        atomic_write(self.run_dir / META, to_json(meta, indent=2) + "\n")
         self.meta = meta
         return meta
 

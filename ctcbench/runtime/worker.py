@@ -8,24 +8,24 @@ once); a worker that dies or hangs is recorded for that case and restarted on th
 
 Opting in: a backend class sets ``isolated = True`` (optionally ``timeout_s`` per problem
 and ``startup_timeout_s``, and a ``prepare()`` method the worker calls once at start, e.g. to
-import the framework; see :class:`~ctcbench.protocol.BackendTraits`). ``get_backend(name, isolated=True)`` isolates any backend, and
+import the framework; see :class:`~ctcbench.runtime.protocol.BackendTraits`). ``get_backend(name, isolated=True)`` isolates any backend, and
 ``isolated=False`` runs an isolated one in-process. The backend's constructor runs in both
 processes, so it must stay cheap (check availability, import nothing heavy).
 
 Failures, raised by ``run`` after the worker has been cleaned up:
-  * :class:`~ctcbench.protocol.BackendCrashed` (``status = "crashed"``): the process died;
+  * :class:`~ctcbench.runtime.protocol.BackendCrashed` (``status = "crashed"``): the process died;
     ``.signal`` is e.g. ``"SIGSEGV"`` or ``"SIGABRT"``, else ``.exitcode``;
-  * :class:`~ctcbench.protocol.BackendTimeout` (``status = "timeout"``): no answer within
+  * :class:`~ctcbench.runtime.protocol.BackendTimeout` (``status = "timeout"``): no answer within
     ``timeout_s``; the process was killed.
 Exceptions the backend raises in the worker come back as themselves
 (``UnsupportedProblem``, ``BackendUnavailable``, ``ValueError``, ``TypeError``) or as
 :class:`WorkerError` carrying the remote traceback.
 
-Protocol (no pickle): the parent runs ``python -m ctcbench.worker SPEC NAME`` with pipes;
+Protocol (no pickle): the parent runs ``python -m ctcbench.runtime.worker SPEC NAME`` with pipes;
 each message is a length-prefixed JSON header plus a length-prefixed ``.npz`` blob of
 arrays, loaded with ``allow_pickle=False``. Requests: ``run`` (one call; the reply carries
 the loss, the gradient and ``run_s``, the call's seconds inside the worker) and ``bench``
-(the timing loop of :mod:`ctcbench.timing` run inside the worker on a problem sent once and
+(the timing loop of :mod:`ctcbench.runtime.timing` run inside the worker on a problem sent once and
 kept; the reply carries only the times). The worker keeps the real stdout for the
 protocol and points file descriptor 1 at stderr, so a framework that prints cannot corrupt
 it; the worker's stderr goes to a temporary file whose tail is quoted when it crashes.
@@ -47,7 +47,7 @@ import traceback
 
 import numpy as np
 
-from ctcbench.protocol import (
+from ctcbench.runtime.protocol import (
     BackendCrashed,
     BackendResult,
     BackendTimeout,
@@ -56,7 +56,7 @@ from ctcbench.protocol import (
     UnsupportedProblem,
     kernel_call,
 )
-from ctcbench.timing import CallTimes, time_calls
+from ctcbench.runtime.timing import CallTimes, time_calls
 
 THREADS_ENV = "CTCBENCH_THREADS"  # when set, workers and adapters use this many threads
 
@@ -125,8 +125,8 @@ def _problem_arrays(problem, grad_weights, op: str = "run") -> tuple[dict, dict]
 def _serve(spec: str, name: str) -> int:
     import faulthandler
 
-    from ctcbench.protocol import as_result
-    from ctcbench.registry import load_factory
+    from ctcbench.runtime.protocol import as_result
+    from ctcbench.runtime.registry import load_factory
 
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # stray prints from frameworks go to stderr, not into the protocol
@@ -213,7 +213,7 @@ class _Worker:
         if threads:
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
                 env[var] = threads
-        self.proc = subprocess.Popen([sys.executable, "-m", "ctcbench.worker", spec, name],
+        self.proc = subprocess.Popen([sys.executable, "-m", "ctcbench.runtime.worker", spec, name],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, env=env)
         self.pid = self.proc.pid
@@ -324,7 +324,7 @@ atexit.register(shutdown_workers)
 class IsolatedBackend:
     """Runs ``spec`` (``"module:attr"``) in a long-lived worker; same ``run`` as any backend.
 
-    ``traits`` (:class:`~ctcbench.protocol.BackendTraits`, default: every default) give the
+    ``traits`` (:class:`~ctcbench.runtime.protocol.BackendTraits`, default: every default) give the
     timeouts and whether ``run`` takes ``grad_weights``. Workers are shared per (spec, name),
     so asking for the backend again reuses the live worker instead of paying the framework
     import again.
@@ -394,8 +394,8 @@ class IsolatedBackend:
 
     def bench(self, problem=None, *, warmup: int = 0, repeat: int = 1,
               number: int | None = None) -> CallTimes:
-        """Time the backend inside the worker (:func:`ctcbench.timing.time_calls` of
-        :func:`ctcbench.protocol.kernel_call`): ``problem`` is sent once and kept there;
+        """Time the backend inside the worker (:func:`ctcbench.runtime.timing.time_calls` of
+        :func:`ctcbench.runtime.protocol.kernel_call`): ``problem`` is sent once and kept there;
         ``None`` times the one sent last. The times exclude the round trip."""
         if problem is not None:
             header, arrays = _problem_arrays(problem, None, op="bench")

@@ -1,5 +1,5 @@
 """The one timing loop, run where the implementation runs: in-process for ordinary backends,
-inside the worker process for isolated ones (``ctcbench.worker``'s ``bench`` request).
+inside the worker process for isolated ones (``ctcbench.runtime.worker``'s ``bench`` request).
 
 Only the call itself is timed, with ``time.perf_counter`` around it: no problem is built,
 sent or checked inside the clock. The first call (imports, JIT compilation, allocator warm-up)

@@ -209,7 +209,7 @@ class BackendTraits:
     not declared but read off ``run``'s signature.
     """
 
-    # run in a worker process (ctcbench.worker): set by the third-party frameworks, whose
+    # run in a worker process (ctcbench.runtime.worker): set by the third-party frameworks, whose
     # imports clash or whose kernels can crash the process
     isolated: bool = False
     # logits dtypes the backend computes in; drivers record the others as "unsupported"

@@ -1,6 +1,6 @@
 """Backend registry: one name -> factory table for built-ins and plugins alike.
 
-What a backend is (``run`` and its optional traits) is stated in :mod:`ctcbench.protocol`.
+What a backend is (``run`` and its optional traits) is stated in :mod:`ctcbench.runtime.protocol`.
 Constructing a backend must be cheap and must raise :class:`BackendUnavailable` when it
 cannot run here (package missing, no GPU). Third parties register a class or zero-argument
 factory under the entry-point group ``ctcbench.backends`` (the entry point's name is the
@@ -8,7 +8,7 @@ backend's name) or at run time with :func:`register_backend`. Nothing is importe
 backend is asked for.
 
 A backend with ``isolated = True`` (the third-party frameworks) runs in a worker process,
-see ``ctcbench.worker``; a crash or hang there raises :class:`BackendCrashed` or
+see ``ctcbench.runtime.worker``; a crash or hang there raises :class:`BackendCrashed` or
 :class:`BackendTimeout` for that problem only.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from ctcbench.protocol import (  # noqa: F401  (re-exported where they used to live)
+from ctcbench.runtime.protocol import (  # noqa: F401  (re-exported where they used to live)
     BackendCrashed,
     BackendFailure,
     BackendResult,
@@ -40,7 +40,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "torch": "ctcbench.backends.torch_native:TorchBackend",
     "torch-cuda": "ctcbench.backends.torch_native:TorchCudaBackend",
     "torch-cudnn": "ctcbench.backends.torch_native:TorchCudnnBackend",
-    # Third-party frameworks, each isolated in its own worker process (ctcbench.worker).
+    # Third-party frameworks, each isolated in its own worker process (ctcbench.runtime.worker).
     "optax": "ctcbench.backends.optax_ctc:OptaxBackend",
     "tf": "ctcbench.backends.tf_ctc:TFBackend",
     "tf-dense": "ctcbench.backends.tf_ctc:TFDenseBackend",
@@ -123,7 +123,7 @@ def backend_names() -> list[str]:
 def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
     """Instantiate the backend called ``name``; raise ``BackendUnavailable`` if it cannot run.
 
-    ``isolated``: run it in a worker process (``ctcbench.worker``). ``None`` follows the
+    ``isolated``: run it in a worker process (``ctcbench.runtime.worker``). ``None`` follows the
     backend's own ``isolated`` trait (third-party frameworks set it); ``False`` forces
     the in-process path, ``True`` isolates any backend.
     """
@@ -138,7 +138,7 @@ def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
     traits = BackendTraits.of(impl)
     worker = None
     if isolated if isolated is not None else traits.isolated:
-        from ctcbench.worker import IsolatedBackend
+        from ctcbench.runtime.worker import IsolatedBackend
         worker = IsolatedBackend(name, _spec(table[name], factory), traits)
     return LoadedBackend(name, impl, traits, worker)
 
@@ -159,7 +159,7 @@ def _spec(target, factory) -> str:
 class LoadedBackend:
     """A registered backend, built: its ``name``, the adapter object ``impl`` as its factory
     made it in this process, its ``traits`` (:class:`BackendTraits`), and ``worker``, the
-    :class:`~ctcbench.worker.IsolatedBackend` that runs it in a worker process (``None`` when
+    :class:`~ctcbench.runtime.worker.IsolatedBackend` that runs it in a worker process (``None`` when
     it runs here). ``run`` always returns a checked float64 :class:`BackendResult`.
     """
 

@@ -1,0 +1,70 @@
+"""Reading and writing the files ctcbench makes: text read with a clear error, JSON that
+spells inf and nan, and writes that a reader never sees half done."""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from ctcbench.errors import fail
+
+
+def read_text(path: Path, what: str) -> str:
+    """A text file's contents (UTF-8, a byte-order mark dropped), or a ValueError naming
+    ``what`` ("grid sizes.csv") when it is not text or cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        fail(what, "a UTF-8 text file", f"undecodable bytes at position {exc.start}")
+    except OSError as exc:  # a folder, no permission, an I/O error
+        fail(what, "a readable text file", exc.strerror or type(exc).__name__)
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)  # "inf", "-inf", "nan": JSON has no such numbers
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+def to_json(obj, **kwargs) -> str:
+    """JSON with inf/nan spelled as strings and NumPy scalars unwrapped."""
+    return json.dumps(_jsonable(obj), **kwargs)
+
+
+def atomic_write(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -> Path:
+    """Write ``data`` (text, bytes, or a function that writes into a binary file) to ``path``
+    through a temporary file beside it, fsync'ed and renamed over it: a reader, or a run
+    killed mid-write, sees the old file or the new one, never half of one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
