@@ -35,6 +35,14 @@ def library_errors(fn):
     return wrapper
 
 
+def finish_run(result):
+    """A driver's run folder ends with its report.html, written here after the driver
+    returned (no driver imports the report)."""
+    from ctcbench.report import write_report
+    result.files.append(write_report([result.run_dir]))
+    return result
+
+
 def out_options(kind: str, resume_note: str = ""):
     """The run-folder options every driver shares: ``--out DIR`` and ``--resume``."""
     def decorate(fn):
