@@ -96,9 +96,10 @@ def cases_cmd(case_dirs, fmt):
         click.echo(to_json(rows, indent=1))
         return
     names = [f"{r['family']}/{r['name']}" for r in rows]
-    width = max(len(n) for n in names)
-    for name, r in zip(names, rows):
-        click.echo(f"{name:<{width}}  {r['oracle']:<12}  {r['description']}")
+    dtypes = [",".join(r["dtypes"]) for r in rows]
+    width, dwidth = max(len(n) for n in names), max(len(d) for d in dtypes)
+    for name, dt, r in zip(names, dtypes, rows):
+        click.echo(f"{name:<{width}}  {r['oracle']:<12}  {dt:<{dwidth}}  {r['description']}")
 
 
 @cli.command("compare")
