@@ -35,12 +35,11 @@ from ctcbench.runtime.worker import THREADS_ENV
 
 INSTALL_HINT = "pip install 'ctcbench[numba]' (or: pip install numba)"
 LAYER_ENV = "NUMBA_THREADING_LAYER"
-# numba's own thread pool. Its OpenMP layer shares torch's libgomp, whose spinning workers made
-# torch's CPU kernel 25x slower in the same process and numba's short runs 2-3x slower.
+# numba's own thread pool: its OpenMP layer shares torch's libgomp, whose spinning workers slow
+# both libraries down in one process (docs/numba.md, "Threading layer").
 DEFAULT_LAYER = "workqueue"
-# Samples go to the threads one at a time. With numba's default (equal shares decided up
-# front) a thread slowed by anything else on the machine held the whole call back: two
-# threads gave 1.6-1.75x one thread's speed at T=1000 N=32 C=100 L=200, one at a time 1.93-1.98x.
+# Samples go to the threads one at a time: with equal shares decided up front, one thread slowed
+# by other load holds the whole call back (docs/numba.md, "Threads").
 CHUNK_SIZE = 1
 _launch_lock = threading.Lock()  # the workqueue layer takes one parallel launch at a time
 

@@ -1,30 +1,21 @@
 """The compiled CTC kernels behind backend ``numba`` (``backends/numba_ctc.py``).
 
 Shape letters as in :mod:`ctcbench.core.problem`; per sample ``T_n`` frames, ``L_n`` labels.
-One call of :func:`ctc_batch` does everything for a batch: softmax of the logits, the
-forward and backward recursions, the loss and the gradient w.r.t. the logits, one sample
-per ``prange`` iteration (a sample is computed by one thread, start to end, so the result
-does not depend on the thread count).
+One call of :func:`ctc_batch` does a whole batch: softmax, forward and backward recursions,
+loss and gradient w.r.t. the logits, one sample per ``prange`` iteration (a sample is computed
+by one thread start to end, so the result does not depend on the thread count).
 
-Fast path, in probability space (the recursions of :mod:`ctcbench.core.reference`):
-  * a frame's softmax row is computed once, into the gradient row; its ``L_n + 1`` distinct
-    emissions (blank, then each label) are gathered from it when needed, never stored;
-  * the ``S = 2L + 1`` states are kept split, blanks then labels, so each update is a
-    contiguous loop without branches; the skip transition ``s - 2 -> s`` is a 0/1 factor.
-    Row layout (``2L + 3`` doubles): ``[0..L]`` blank ``j``, ``[L + 1]`` a zero,
-    ``[L + 2 + j]`` label ``j``, ``[2L + 2]`` a zero;
-  * every forward row is computed from the previous one divided by that row's sum, the
-    log of which goes into the loss (Rabiner's scaling, one scale per frame); the backward
-    rows likewise (their scales cancel in the posteriors and are not kept);
-  * the backward pass meets the stored forward rows frame by frame, scales the gradient row
-    by the upstream weight ``w`` and subtracts ``w * gamma``, so gamma is never stored;
-  * long samples keep only every segment's first forward row and recompute a segment's rows
-    when the backward pass reaches it (:func:`sample_fast`), so memory stays bounded.
-Samples for which a scaled quantity falls below ``SAFE_FLOOR`` (the reference's rule, see
-its docstring), or whose logits make a softmax row non-finite (NaN, +inf), are redone by
-:func:`sample_log_space`, the log-space recursion: exact, slower, rare. Past those checks the
-gradient is finite without looking: softmax rows lie in [0, 1], and each ``w * gamma`` term is
-``w`` times a part of a positive sum over that sum.
+Fast path (:func:`sample_fast`): probability space, each row divided by the previous row's sum
+(Rabiner's scaling, as in :mod:`ctcbench.core.reference`). The ``S = 2L + 1`` states are kept
+split, ``2L + 3`` doubles per row: ``[0..L]`` blank ``j``, ``[L + 1]`` a zero, ``[L + 2 + j]``
+label ``j``, ``[2L + 2]`` a zero, so every update is a contiguous loop without branches (the
+skip transition is a 0/1 factor). Emissions are gathered from the softmax rows when needed,
+gamma is never stored, and long samples are checkpointed (:func:`segment_frames`).
+A sample for which a scaled quantity falls below ``SAFE_FLOOR`` (the reference's rule), or whose
+logits make a softmax row non-finite, is redone by :func:`sample_log_space`: exact, slower,
+rare. Past those checks the gradient is finite without looking: softmax rows lie in [0, 1], and
+each ``w * gamma`` term is ``w`` times a part of a positive sum over that sum.
+Design and measurements: docs/numba.md.
 """
 from __future__ import annotations
 
@@ -51,8 +42,8 @@ CHECKPOINT_BYTES = 64 << 20  # and at most this much of checkpointed rows per sa
 def segment_frames(T_n, L):
     """Frames per segment of the forward table: ``T_n`` (one segment, nothing recomputed)
     while the whole table fits ``WHOLE_TABLE_BYTES``; else as many as fit ``SEGMENT_BYTES``,
-    more when the checkpoints would pass ``CHECKPOINT_BYTES``. Recomputing costs about a
-    quarter of the time at T=1000 L=200, where the whole table (3.2 MB) is faster."""
+    more when the checkpoints would pass ``CHECKPOINT_BYTES``. Recomputing a segment costs
+    one more forward pass over it, so a table that fits is kept whole (docs/numba.md)."""
     W = 2 * L + 3
     if 8 * T_n * W <= WHOLE_TABLE_BYTES:
         return T_n
@@ -80,7 +71,7 @@ def softmax_frame(x, row, tg, L, blank, e):
         row[c] *= inv
     gather_emissions(row, tg, L, blank, e)
     # then every exp(x - m) was in [0, 1] and s >= 1; a comparison, not np.isfinite, which
-    # the fast-math flags let LLVM fold away (it once passed an infinite log Z)
+    # the fast-math flags let LLVM fold away
     return s < np.inf
 
 
@@ -117,9 +108,9 @@ def forward_row(p, a, e, k, skip, L):
 def overlap_is_safe(z, c, d):
     """Whether ``z = sum_s alpha * beta`` of rows summing to ``c`` and ``d`` is exact enough:
     ``z / (c d)`` (the overlap of the normalised rows) at least ``SAFE_FLOOR``, and ``z`` itself
-    too, so that the products it sums lost nothing that matters to underflow. (Written as
-    ``z >= SAFE_FLOOR * c * d``, the right side underflows to 0 when ``c`` and ``d`` are both
-    small, and a zero ``z`` then passed: NaN gradients at logit scale 1e3.)"""
+    too, so that the products it sums lost nothing that matters to underflow. Not
+    ``z >= SAFE_FLOOR * c * d``: its right side underflows to 0 when ``c`` and ``d`` are both
+    small, and a zero ``z`` would pass."""
     return z >= SAFE_FLOOR and z / c / d >= SAFE_FLOOR
 
 
@@ -276,7 +267,7 @@ def log_backward_row(g, b, exit2):
 def shift_to_max(row, start, stop):
     """Subtract the largest of ``row[start:stop]`` from it and return that (0 if all are
     -inf), so that log rows stay near 0: their values would otherwise grow with T, and with
-    them the rounding of every ``m + log(...)`` (gradient 2.5e-10 off at T=60000)."""
+    them the rounding of every ``m + log(...)``."""
     m = -np.inf
     for s in range(start, stop):
         m = max(m, row[s])
@@ -366,7 +357,7 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
     nb = np.full(S + 2, -np.inf)
     cb = np.full(S + 2, -np.inf)
     post = np.empty(S)  # (S,) one frame's state posterior, normalised to sum to 1 exactly:
-    # exp(la + lb - log_z) alone drifts ~1e-9 off 1 on long, peaked inputs
+    # exp(la + lb - log_z) alone drifts off 1 on long, peaked inputs
     cb[S - 1] = 0.0
     if S > 1:
         cb[S - 2] = 0.0
