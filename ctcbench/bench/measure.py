@@ -1,24 +1,20 @@
 """Speed and peak memory of every backend's forward+backward over a grid of sizes.
 
 What is timed (the kernel time, ``time_median_s``): the same work for every backend,
-log_softmax of the logits, the CTC forward and backward and the gradient w.r.t. the logits,
-as a user's training step runs it. For a framework adapter with a ``kernel`` (optax, tf):
-the framework's own function on its own tensors, built once per problem; otherwise the
-adapter's ``run`` on the exact shape (nothing padded to shared compilation buckets). It is
-timed where it runs: in this process, or, for an isolated backend, inside its worker process
-(the worker's ``bench`` request). Columns of their own, never in the kernel time: the first
-call (JIT compilation, imports: ``first_call_s``), one whole ``run`` with the adapter's
-conversions in and out (``run_s``), and the round trip to a worker (``roundtrip_s``), both
-measured on one extra call (and the peak memory on another, since its sampler thread slows
-the call it watches). Repeats are interleaved across backends (repeat 1
-of every backend, then repeat 2, ...), so load on a shared machine hits all of them alike,
-and each backend's ratio to ``torch`` is taken pair by pair within one repeat.
+log_softmax of the logits, the CTC forward and backward and the gradient w.r.t. the logits.
+For a framework adapter with a ``kernel`` (optax, tf): the framework's own function on its own
+tensors, built once per problem; otherwise the adapter's ``run`` on the exact shape. It is
+timed where it runs: in this process, or inside an isolated backend's worker process (the
+worker's ``bench`` request). The first call (``first_call_s``), one whole ``run`` with its
+conversions (``run_s``) and the round trip to a worker (``roundtrip_s``) are columns of their
+own, never in the kernel time. Repeats are interleaved across backends, so load on a shared
+machine hits all of them alike, and each ratio to ``torch`` is taken pair by pair within one
+repeat.
 
-Peak memory: one extra, untimed call per backend and size, with the resident set size
-(RSS, ``/proc/self/statm``) sampled every 0.5 ms by a thread; reported is the peak minus the
-RSS just before the call, after ``malloc_trim`` has handed freed heap memory back to the
-OS. It counts what any library allocates (NumPy, torch, BLAS), but not peaks shorter than
-the sampling interval, nor memory the allocator still held from an earlier call.
+Peak memory: one extra, untimed call per backend and size (the sampler thread would slow a
+timed call), the RSS (``/proc/self/statm``) sampled every 0.5 ms, minus the RSS just before the
+call after ``malloc_trim``. It misses peaks shorter than the sampling interval and memory the
+allocator still held from an earlier call. Details: docs/bench.md.
 """
 from __future__ import annotations
 

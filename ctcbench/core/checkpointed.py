@@ -78,7 +78,7 @@ class _Log:
 def normalised_exp(x: np.ndarray) -> np.ndarray:
     """``exp(x)`` divided by its sum over the last axis, rows of ``-inf`` giving 0. Shifted by
     the row max and divided, not ``exp(x - logsumexp(x))``: that carries the rounding of
-    ``logsumexp``, ``eps * |max|``, into every row sum (1e-12 at log-probs of -3e4)."""
+    ``logsumexp``, ``eps * |max|``, into every row sum."""
     m = x.max(axis=-1, keepdims=True)  # (..., 1)
     out = np.exp(x - np.where(np.isfinite(m), m, 0.0))  # -inf - -inf would be NaN
     total = out.sum(axis=-1, keepdims=True)  # (..., 1), >= 1 unless the row is all -inf

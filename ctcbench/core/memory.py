@@ -14,9 +14,7 @@ segment, ``K = ceil(sqrt(T))``. Both paths also hold ``CLASS_TABLES`` float64 ar
                                                    else 8 * N * (S + 2) * (ceil(T / K) + SEGMENT_TABLES * K))
 
 in bytes, on top of the caller's own logits. ``TABLES`` is an upper count read off the
-code, not a measurement; the checkpointed path was measured at T = 100000, N = 4, C = 30,
-L = 500: estimate 0.42 GiB, peak RSS of the whole process ~420 MB
-(tests/core/test_reference_memory.py).
+code, not a measurement; the estimate against a measured peak: docs/bench.md.
 """
 from __future__ import annotations
 

@@ -1,51 +1,23 @@
 """The float64 forward-backward reference (Graves et al. 2006) every backend is judged against.
 
-The ``numpy`` backend (``backends/numpy_ref.py``) wraps it.
-
-Pure NumPy, no torch. Vectorised over the batch and the extended-label states; the only
-Python loops are over time (one shared loop for small batches, see ``_one_loop``).
-Recursions, per sample, over the extended labels ``z`` (``S = 2L + 1`` states: blank, l1,
-blank, l2, ..., blank) with emissions ``e[t, s] = p_t(z_s)``::
-
-    alpha[0, s] = e[0, s]                            for s in {0, 1}
-    alpha[t, s] = e[t, s] * (alpha[t-1, s] + alpha[t-1, s-1] + alpha[t-1, s-2] if skip[s])
-    beta[T_n - 1, s] = 1                             for s in {S_n - 1, S_n - 2}
-    beta[t, s] = beta[t+1, s] e[t+1, s] + ... s+1 ... + ... s+2 if skip[s+2]
-
-where ``skip[s]`` holds for a label state whose label differs from the one two states
-back. ``beta`` excludes the emission at ``t``, so ``alpha * beta`` is the probability of
-all paths through state ``s`` at frame ``t``; it sums to ``Z`` over states on every valid
-frame, and the loss is ``-log Z``.
+The ``numpy`` backend (``backends/numpy_ref.py``) wraps it. Pure NumPy, no torch, vectorised
+over the batch and the ``S = 2L + 1`` extended states (blank, l1, blank, ..., blank); the only
+Python loops are over time (one shared loop for small batches, see ``_one_loop``). ``beta``
+excludes the emission at ``t``, so ``alpha * beta`` is the mass of all paths through state
+``s`` at frame ``t``; it sums to ``Z`` over the states of every valid frame, and the loss is
+``-log Z``. The recursions, and why both paths below are exact: docs/bench.md.
 
 Two exact paths:
-  * fast (used whenever it is safe): probabilities with a per-frame scale, i.e. every row
-    ``alpha[t, n, :]`` is stored divided by its sum and the logs of the sums are added up
-    (Rabiner's scaling; a shared exponent per frame). Multiplies and adds only: NumPy's
-    float64 ``exp``/``logaddexp`` cost 10-60 ns per element, a multiply-add about 1 ns.
-  * log space (``logaddexp`` throughout), used for the samples where the fast path could
-    lose mass to underflow: a frame normaliser or a frame's ``sum_s alpha * beta`` below
-    ``SAFE_FLOOR``. Above that floor, whatever underflows is below ``1e-300`` of a
-    quantity that is kept, so both paths agree to float64 rounding.
-
-Problems whose full ``(T, N, S)`` tables would exceed ``memory.TABLE_BYTES_LIMIT`` (1 GiB)
-run checkpointed (:mod:`ctcbench.core.checkpointed`): same results to rounding, memory
-``O((T / sqrt(T) + sqrt(T)) N S)``, no ``state_posterior``/``log_alpha``/``log_beta``. A
-problem whose estimate (:func:`ctcbench.core.memory.estimate_bytes`) exceeds the memory
-free now is one ValueError naming the estimate and the sizes, raised before any work.
-
-Posteriors and their limits:
-  * every valid frame's posterior is divided by its own sum over states (the log-space path
-    shifts by the frame's max and divides, never ``exp(x - logsumexp(x))``), so it sums to 1
-    up to rounding (~1e-16) at any logit scale, and the gradient ``softmax - gamma`` has rows
-    summing to 0 within ~C * 1e-16 and entries in ``[-1, 1]``;
-  * the *split* of a frame's posterior among states is only as exact as the differences of
-    ``log alpha + log beta``, whose rounding grows like ``eps * |log-prob|`` per frame: at
-    logits of scale 1e15 those differences are off by ~0.1 and the posterior is the right
-    shape of answer (normalised, in range) but not accurate; the loss keeps its relative
-    float64 rounding, accumulated over T frames;
-  * a log-probability of ``-inf`` is probability 0: its class gets gradient 0, and a target
-    all of whose alignments pass through a zero-probability label has loss ``+inf`` and
-    gradient 0, with no NaN anywhere; padded frames and infeasible samples get 0.
+  * fast (whenever it is safe): probabilities, rows divided by their sum every
+    ``RESCALE_EVERY`` frames and the logs of the sums added up (Rabiner's scaling);
+  * log space (``logaddexp``), for the samples where the fast path could lose mass to
+    underflow: a frame normaliser or a frame's ``sum_s alpha * beta`` below ``SAFE_FLOOR``.
+Problems whose full tables would exceed ``memory.TABLE_BYTES_LIMIT`` run checkpointed
+(:mod:`ctcbench.core.checkpointed`); one whose estimate exceeds the memory free now is one
+ValueError, raised before any work. Every valid frame's posterior is divided by its own sum, so
+gradient rows sum to 0 and entries lie in ``[-1, 1]`` at any logit scale; a ``-inf``
+log-probability is probability 0 (gradient 0; loss ``+inf`` and gradient 0 when every alignment
+needs it). Padded frames and infeasible samples get 0, never NaN.
 """
 from __future__ import annotations
 
@@ -63,8 +35,7 @@ NEG_INF = -np.inf
 SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
 RESCALE_EVERY = 4  # frames between rescalings of the scaled recursions
 # Up to this many states per frame (N * S), forward and backward share one time loop: half
-# the NumPy calls, a few extra passes over (T, N, S). Paired timings of the whole run, one
-# loop / two loops: ~0.3-0.65 at N*S = 168, ~1.0 at 1296, ~1.13 at 1608 (T = 1000).
+# the NumPy calls, a few extra passes over (T, N, S); about where the two cost the same.
 ONE_LOOP_MAX_STATES = 1024
 
 
