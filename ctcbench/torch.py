@@ -5,34 +5,18 @@ Shape letters as in :mod:`ctcbench.core.problem`: ``T`` frames, ``N`` batch, ``C
 incl. blank, ``S`` padded target width. ``import ctcbench`` does not import torch; this module
 does (``import ctcbench.torch``). Its own ``import torch`` is absolute, so it is the real torch.
 
-The gradient, and torch's trap (DESIGN.md; pytorch/pytorch issues 52241, 82545, 127608)
----------------------------------------------------------------------------------------
-Backends take logits ``x`` and return the loss of ``log_softmax(x)`` with its gradient w.r.t.
-``x``: ``w * (softmax(x) - gamma)`` on valid frames, ``gamma`` the alignment posteriors
-(``sum_c gamma = 1`` on every valid frame of a feasible sample), ``w`` the per-sample weight.
-So the function computed here is ``f(x) = sum_n w_n * CTC_n(log_softmax(x))``:
+The function computed is ``f(x) = sum_n w_n * CTC_n(log_softmax(x))``, ``w`` the reduction's
+per-sample weights, and the gradient handed back for ``x`` is the backend's logits gradient
+``w * (softmax(x) - gamma)``. On log-probs that is torch's loss and torch's gradient
+(``exp(log_probs) - gamma``, not the "true" ``-gamma``: torch's trap, pytorch/pytorch issues
+52241, 82545, 127608); through a ``log_softmax`` upstream it equals the ``-gamma`` gradient; and,
+unlike torch's, it is the exact derivative of the value returned, so ``gradcheck`` passes on
+log-probs directly. Worked through in docs/torch-loss.md.
 
-* On log-probs, ``log_softmax`` changes nothing (it is idempotent), so ``f`` is torch's loss.
-* The gradient handed back for the input is the backend's logits gradient, ``p - gamma`` with
-  ``p = softmax(x)``; on log-probs ``p = exp(log_probs)``, so it is what torch hands back too,
-  and not the "true" ``-gamma`` of a loss that does not renormalise. That is right for the
-  composition: when ``x = log_softmax(z)``, autograd maps an input gradient ``u`` to
-  ``u - p * sum_c(u)``. For ``u = p - gamma``, ``sum_c(u) = 1 - 1 = 0`` and ``z`` receives
-  ``p - gamma``; for ``u = -gamma`` it receives ``-gamma + p``: the same. ``p`` points along
-  the one direction log_softmax discards, so adding it changes no gradient upstream.
-* Unlike torch's, this gradient is also the exact derivative of the value returned, for any
-  input: ``f`` renormalises, so a step off the simplex of log-probs changes ``f`` by exactly
-  ``<p - gamma, step>``. ``torch.autograd.gradcheck`` therefore passes on this function
-  applied to log-probs directly, where it fails on torch's own ``ctc_loss`` (its value does not
-  renormalise, its gradient assumes it does). The corollary: fed un-normalised scores, this
-  loss is the loss of their log_softmax, where torch's value would be meaningless.
-
-Where the gradient is computed: backends return loss and gradient together, so each runs once,
-in ``forward``, with the reduction's per-sample weights as ``grad_weights`` when its ``run``
-takes them (``BackendTraits.takes_grad_weights``; otherwise the unit-weight gradient is scaled
-here). ``backward`` multiplies by the upstream gradient, per sample for ``reduction="none"``:
-the contract's gradient is linear in the weights, so this equals running the backend again with
-``grad_weights = grad_output * w``, at half the cost.
+Each backend runs once per step, in ``forward``, with the weights as ``grad_weights`` when its
+``run`` takes them (``BackendTraits.takes_grad_weights``; else the unit-weight gradient is
+scaled here); ``backward`` multiplies by the upstream gradient, which is exact because the
+contract's gradient is linear in the weights.
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ Each row is checked twice:
     every variant of an invariance case (a permuted blank, extra NaN frames, an upstream
     gradient ...), so a variant that breaks the invariance fails against the same oracle;
   * against the ``numpy`` reference run on the very same problem (gradient at the logits
-    level; torch's log-prob-level convention is not a difference there, see DESIGN.md).
+    level; torch's log-prob-level convention is not a difference there, see
+    docs/backends-and-plugins.md, "torch's gradient trap").
 Status: ``ok``; ``mismatch`` (a check failed: the reason says which, by how much, where);
 ``error`` (the backend raised); ``crashed`` / ``timeout`` (an isolated backend's worker
 process died, e.g. of SIGSEGV, or hung; it is restarted and the run goes on); ``known`` (a
