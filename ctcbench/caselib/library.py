@@ -2,25 +2,15 @@
 
 Cases live in TOML (or JSON) files, one file per family. The built-in library ships as the
 package ``ctcbench.cases`` (the repo's ``cases/`` folder); users point ``--cases DIR`` at
-their own. One case, as a ``[[case]]`` table (JSON: a list under the key ``"case"``)::
-
-    name        = "warpctc_small"              # unique, used by --case globs
-    description = "one line"
-    provenance  = "paper, public test or issue the answer comes from"
-    dtypes      = ["float32", "float64"]       # default; float16/bfloat16 where meaningful
-    [case.build]                               # how the problem is made, see case_builders
-    generator = "table" | "peaked" | "random" | "uniform"
-    seed = 0                                   # for generators that draw numbers
-    [[case.build.sample]]                      # one per batch element
-    target = [1, 2]                            # or L = 5 (random labels)
-    T = 2                                      # input length, or "min" (= L + repeats)
-    [case.expect]                              # the known answer, see expected
-    oracle = "published" | "brute_force" | "single_path" | "empty_target" | "uniform"
-    [[case.variant]]                           # optional: invariance variants of the problem
-    transform = "move_blank"                   # see case_builders.TRANSFORMS
-    ordering = ["perfect", "all_blank"]        # optional: sample names, loss increasing
-    [case.tolerance.float32]                   # optional, merged over DEFAULT_TOLERANCES
-    loss_rtol = 1e-5
+their own. One case is a ``[[case]]`` table (JSON: a list under the key ``"case"``) with a
+``name`` (unique, used by ``--case`` globs), a ``description``, its ``provenance`` (the paper,
+public test or issue the answer comes from), optional ``dtypes`` (default float32 and
+float64), ``[case.build]`` (how the problem is made: :mod:`ctcbench.caselib.builders`) and
+``[case.expect]`` (the known answer: :mod:`ctcbench.caselib.expected`,
+:mod:`ctcbench.caselib.expect_spec`); optionally ``[[case.variant]]`` (invariance transforms,
+``builders.TRANSFORMS``), ``ordering`` (sample names, loss increasing) and
+``[case.tolerance.DTYPE]`` (merged over ``DEFAULT_TOLERANCES``). The format, with an example
+file: docs/case-format.md.
 """
 from __future__ import annotations
 
