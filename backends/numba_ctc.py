@@ -14,9 +14,9 @@ Compilation: the kernels are compiled on first use per logits dtype and cached o
 loading are kept in ``NumbaBackend.compile_seconds`` (dtype -> seconds) and reported as a
 note on the result of the call that paid them; the time of a run never includes them.
 
-numba is an optional dependency (extra ``ctcbench[numba]``, part of ``[all]``): it brings
-LLVM (llvmlite, ~50 MB) that the rest of ctcbench does not need; without it this backend
-raises ``BackendUnavailable`` with the install hint.
+numba is a default dependency of ctcbench (it brings LLVM, as llvmlite); where it is missing
+(installed without dependencies, a platform without its wheels) this backend raises
+``BackendUnavailable`` with the install hint.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.registry import BackendUnavailable, grad_weights_array
 from ctcbench.runtime.worker import THREADS_ENV
 
-INSTALL_HINT = "pip install 'ctcbench[numba]' (or: pip install numba)"
+INSTALL_HINT = "pip install numba"
 LAYER_ENV = "NUMBA_THREADING_LAYER"
 # numba's own thread pool: its OpenMP layer shares torch's libgomp, whose spinning workers slow
 # both libraries down in one process (docs/numba.md, "Threading layer").
