@@ -30,7 +30,7 @@ def test_call(benchmark, problem, name, isolated):
     try:
         backend = get_backend(name, isolated=isolated)
     except BackendUnavailable as exc:
-        pytest.skip(str(exc))
+        pytest.skip(f"needs backend {name}: {exc}")  # exc holds the install hint
     backend.run(problem)  # warm-up: worker start, import, compilation
     benchmark.extra_info["backend"] = name
     benchmark(backend.run, problem)

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("numba", reason="numba is not installed (pip install 'ctcbench[numba]')")
+pytest.importorskip("numba", reason="needs numba, a dependency of ctcbench: pip install numba")
 
 from ctcbench import CTCProblem, get_backend  # noqa: E402
 from ctcbench.caselib.builders import to_problem, variants  # noqa: E402
@@ -150,7 +150,7 @@ def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch):
     """One sample is computed by one thread start to end: bit-identical for any thread count."""
     import numba
     if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("numba runs one thread here")
+        pytest.skip("needs two numba threads: a machine with 2+ cores, or NUMBA_NUM_THREADS=2")
     rng = np.random.default_rng(17)
     problem = random_problem(rng, T=60, N=7, C=8, L=12)
     monkeypatch.setenv(THREADS_ENV, "1")
@@ -322,7 +322,7 @@ def _long_double_ctc(x, target, blank=0):
     return -np.logaddexp(la[T - 1, -1], la[T - 1, -2]), grad
 
 
-@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="long double is not 80-bit here")
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
 def test_long_log_space_sample_keeps_its_precision(numba_backend):
     """Random logits at T=59999 send the sample to log space, whose rows would grow with T
     (to ~1e5) and round the gradient 1.2e-10 off unless shifted back to 0 each frame: within

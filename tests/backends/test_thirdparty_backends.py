@@ -42,7 +42,7 @@ def backend_or_skip(name: str):
     try:
         return get_backend(name)
     except BackendUnavailable as exc:
-        pytest.skip(f"{name}: {exc}")
+        pytest.skip(f"needs backend {name}: {exc}")  # exc holds the install hint
 
 
 def nonempty_problem(rng, *, T, N, C, L, blank=0, dtype=np.float64, min_frames=1):

@@ -95,7 +95,8 @@ def test_half_precision_on_cpu_is_unsupported():
         get_backend("torch").run(problem)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason="checks the no-GPU path: run with CUDA_VISIBLE_DEVICES=''")
 @pytest.mark.parametrize("name", ["torch-cuda", "torch-cudnn"])
 def test_cuda_backends_are_unavailable_without_gpu(name):
     """Without a GPU the CUDA backends say so instead of failing later."""
@@ -114,7 +115,8 @@ def test_cudnn_rejects_problems_that_cannot_take_its_path():
     assert "input length must equal T" in str(err.value) and "< 256" in str(err.value)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a CUDA GPU and a CUDA build of torch")
 @pytest.mark.parametrize("name", ["torch-cuda", "torch-cudnn"])
 def test_cuda_backends_match_reference(name):
     """On a GPU: float32 CUDA and cuDNN kernels agree with the reference."""

@@ -118,7 +118,7 @@ def test_timer_sees_a_known_sleep_and_pairs_ratios_with_torch(extra_backends):
     assert row["torch"]["ratio_to_torch"] == 1.0
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="RSS is read from /proc")
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc/self/statm (Linux), where RSS is read")
 def test_peak_memory_sees_a_known_allocation(extra_backends):
     """A backend holding a 64 MiB buffer shows a peak RSS growth of about 64 MiB."""
     rows = measure_size(resolve_backends(["hungry"]), Size(20, 2, 5, 4), dtype="float64",

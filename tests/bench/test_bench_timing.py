@@ -75,7 +75,7 @@ def test_bench_asks_optax_for_the_exact_shape():
     """The bench row of optax says it compiled for the problem's own (T, N, L, C)."""
     backends = resolve_backends(["optax"])
     if isinstance(backends["optax"], tuple):
-        pytest.skip(backends["optax"][1])
+        pytest.skip(f"needs backend optax: {backends['optax'][1]}")  # with the install hint
     rows = measure_size(backends, Size(21, 3, 5, 4), dtype="float64", repeat=1, memory=False)
     row = next(r for r in rows if r["backend"] == "optax")
     assert row["status"] == "ok", row.get("reason")
@@ -102,7 +102,7 @@ def test_optax_exact_shape_compiles_for_the_problem_not_a_bucket():
         from ctcbench.backends.optax_ctc import OptaxBackend
         OptaxBackend()
     except BackendUnavailable as exc:
-        pytest.skip(str(exc))
+        pytest.skip(f"needs backend optax: {exc}")  # exc holds the install hint
     logs = {}
     for mode in ("exact", "bucket"):
         out = subprocess.run([sys.executable, "-c", COMPILED_SHAPES, mode], capture_output=True,

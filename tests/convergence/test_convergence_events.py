@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from ctcbench.cli import cli
 
-pytest.importorskip("tensorboard")
+pytest.importorskip("tensorboard", reason="needs the [tensorboard] extra: pip install -e '.[tensorboard]'")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 from tensorboard.plugins.hparams import plugin_data_pb2  # noqa: E402
 

@@ -64,7 +64,8 @@ def test_table_output_and_resume(tmp_path):
     (["--model", "vgg"], "--model: expected one of linecnn"),
     (["--ctc-backend", "nope"], "--ctc-backend: unknown backend 'nope'"),
     pytest.param(["--ctc-backend", "torch-cuda"], "--ctc-backend: no CUDA device",
-                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")),
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason=(
+                     "checks the error without a CUDA device: run with CUDA_VISIBLE_DEVICES=''"))),
     (["--min-len", "5", "--max-len", "2"], "--max-len: expected >= min_len (5), got 2"),
     (["--jobs", "0"], "--jobs: expected >= 1, got 0"),
     (["--beam", "-1"], "--beam: expected an integer in [0, 256] (0 = greedy only), got -1"),

@@ -16,7 +16,7 @@ from ctcbench.convergence.executors import DaskExecutor, LocalPool, make_executo
 from ctcbench.convergence.grid import run_grid
 from ctcbench.runs.store import RowLog
 
-distributed = pytest.importorskip("distributed")
+distributed = pytest.importorskip("distributed", reason="needs the [dask] extra: pip install -e '.[dask]'")
 
 TINY = {"data.train_size": 48, "data.test_size": 8, "data.min_len": 1, "data.max_len": 3,
         "steps": 4, "eval_every": 2, "batch_size": 4, "model.channels": 4, "model.hidden": 8}

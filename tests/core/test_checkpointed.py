@@ -135,7 +135,7 @@ def test_target_through_zero_probability_label_is_infinite(path):
 def test_minus_inf_matches_torch_ctc_loss(path):
     """torch.nn.functional.ctc_loss on the same -inf log-probs: same finite losses, and the
     same gradient w.r.t. the logits wherever torch's is finite."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install torch")
     rng = np.random.default_rng(12)
     problem = _masked_problem(rng, T=12, N=6, C=5, L=4)
     result = get_backend("numpy").run(problem)

@@ -36,7 +36,7 @@ def test_problem_larger_than_free_memory_is_one_value_error():
     raised before any work (the broadcast log-probs are never materialised)."""
     free = memory.available_bytes()
     if free is None:
-        pytest.skip("no /proc/meminfo")
+        pytest.skip("needs /proc/meminfo (Linux) to know the memory free")
     T, N, C, L = 10**7, 8, 30, 10**5
     assert memory.estimate_bytes_for(T, N, C, L) > free
     log_probs = np.broadcast_to(np.float64(-math.log(C)), (T, N, C))  # (T, N, C), no memory

@@ -60,7 +60,7 @@ def test_long_sequence_runs_in_bounded_memory_and_is_exact(backend):
     # A fresh parent whose only child is the run, so RUSAGE_CHILDREN sees no other process
     # this test session started.
     if backend == "numba":
-        pytest.importorskip("numba")
+        pytest.importorskip("numba", reason="needs numba, a dependency of ctcbench: pip install numba")
     out = subprocess.run([sys.executable, "-c", PARENT, CHILD, backend], capture_output=True,
                          text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -101,7 +101,7 @@ def test_bad_options_are_one_clear_line(args, names, tmp_path):
 
 def test_numba_fuzzes_clean_against_the_reference(tmp_path):
     """The compiled backend agrees with the float64 reference on everything drawn in a short budget."""
-    pytest.importorskip("numba")
+    pytest.importorskip("numba", reason="needs numba, a dependency of ctcbench: pip install numba")
     result = CliRunner().invoke(cli, ["fuzz", "--backend", "numba", "--budget", "5",
                                       "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output

@@ -123,11 +123,11 @@ def browser():
     """Headless Chromium through playwright; skipped with the reason when either is missing."""
     exe = os.environ.get("CTCBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(exe).is_file():
-        pytest.skip("no Chromium installed (apt-get install chromium)")
+        pytest.skip("needs Chromium: apt-get install chromium (or set CTCBENCH_CHROMIUM to its path)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("playwright is not installed (pip install playwright)")
+        pytest.skip("needs playwright, part of the [test] extra: pip install -e '.[test]'")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, args=BROWSER_ARGS)
         yield b
