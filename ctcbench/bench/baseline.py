@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctcbench.bench.sizes import KEY
+from ctcbench.bench.kind import KEY
 from ctcbench.runs.store import RowLog
 from ctcbench.files import read_text
 

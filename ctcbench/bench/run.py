@@ -13,10 +13,12 @@ from dataclasses import asdict
 import pandas as pd
 
 from ctcbench.bench.measure import REFERENCE, measure_size, resolve_backends, set_threads
-from ctcbench.bench.sizes import DTYPES, KEY, load_grid
+from ctcbench.bench.kind import KEY, KIND
+from ctcbench.bench.sizes import DTYPES, load_grid
 from ctcbench.errors import expect
-from ctcbench.runs.store import RunResult, check_resume, open_run
-from ctcbench.files import to_json
+from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.runtime.threads import thread_counts
+from ctcbench.files import atomic_write, to_json
 
 FAILED = ("error", "crashed", "timeout")
 STATUSES = ("ok", "error", "crashed", "timeout", "unsupported", "skipped")
@@ -32,13 +34,21 @@ def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, t
                  progress) -> tuple[list[dict], int]:
     """Measure every (thread count, size) not done yet into the open folder ``run``;
     (rows, sizes resumed)."""
-    # a failed row (error, crashed, timeout) may be transient, and one of another --repeat is
-    # not this measurement: a resumed run measures both again
-    done = {tuple(r.get(k) for k in KEY) for r in run.log.rows()
-            if r.get("status") not in FAILED and r.get("repeat") == repeat}
+    # A size is measured for every backend at once (ratios to torch are interleaved), so it is
+    # done only when each backend's row is there, none failed (that may be transient) and none
+    # is of another --repeat; the rows of a size not done are dropped and it is measured again.
+    def size_key(r):
+        return (r.get("T"), r.get("N"), r.get("C"), r.get("L"), r.get("dtype"), r.get("threads"))
+
+    good = {}
+    for r in run.rows():
+        good.setdefault(size_key(r), set())
+        if r.get("status") not in FAILED and r.get("repeat") == repeat:
+            good[size_key(r)].add(r.get("backend"))
+    done = {k for k, names in good.items() if set(resolved) <= names}
+    run.keep_rows(lambda r: size_key(r) in done)
     run.write_meta(config)
-    todo = [(n, s) for n in threads for s in sizes
-            if any((name, s.T, s.N, s.C, s.L, dtype, n) not in done for name in resolved)]
+    todo = [(n, s) for n in threads for s in sizes if (s.T, s.N, s.C, s.L, dtype, n) not in done]
     from ctcbench.progress import Progress
     with Progress("bench", total=len(todo), unit="sizes", enabled=progress) as bar:
         for n, size in todo:
@@ -51,26 +61,13 @@ def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, t
     wanted = {(name, s.T, s.N, s.C, s.L, dtype, n) for n in threads for s in sizes
               for name in resolved}
     latest = {}
-    for row in run.log.rows():
+    for row in run.rows():
         key = tuple(row.get(k) for k in KEY)
         if key in wanted:
             latest[key] = row
     rows = sorted(latest.values(), key=lambda r: (r["threads"], r["cells"], r["T"], r["N"],
                                                   r["C"], r["L"], r["backend"]))
     return rows, len(threads) * len(sizes) - len(todo)
-
-
-def parse_threads(threads) -> list[int]:
-    """``2``, ``[1, 2]`` or ``"1,2"`` -> ``[1, 2]`` (thread counts, in the order given)."""
-    items = threads.split(",") if isinstance(threads, str) else (
-        [threads] if isinstance(threads, int) else list(threads))
-    try:
-        counts = [int(str(x).strip()) for x in items]
-    except ValueError:
-        counts = []
-    expect(counts and all(n >= 1 for n in counts) and not isinstance(threads, bool), "threads",
-           "a count >= 1 or a comma-separated list like 1,2", repr(threads))
-    return list(dict.fromkeys(counts))
 
 
 def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads=1,
@@ -88,7 +85,7 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads=1,
     from ctcbench.bench.baseline import check_gated, compare, load_rows, parse_fail_on
     from ctcbench.bench.plots import bench_plots
 
-    check_resume(out, resume)
+    check_out(KIND, out, resume=resume)
     expect(isinstance(repeat, int) and repeat >= 1, "repeat", "an integer >= 1", repeat)
     expect(dtype in DTYPES, "dtype", f"one of {', '.join(DTYPES)}", dtype)
     rules = [parse_fail_on(spec) for spec in fail_on]  # bad options fail before any timing
@@ -98,10 +95,10 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads=1,
     if old is not None:
         check_gated(old, rules, baseline)  # a metric it cannot compare fails before any timing
     sizes = load_grid(grid)
-    threads = parse_threads(threads)
+    threads = thread_counts(threads)
     thread_info = set_threads(threads[0])
     resolved = resolve_backends(backends)
-    with open_run("bench", out, resume=resume) as run:
+    with open_run(KIND, out, resume=resume) as run:
         config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),
                   "repeat": repeat, "warmup": warmup, "dtype": dtype, "seed": seed,
                   "reference": REFERENCE, **thread_info, "threads": threads}
@@ -110,13 +107,11 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads=1,
                                      threads=threads, progress=progress)
         regressions = compare(rows, old, rules) if old is not None else []
         df = pd.DataFrame(rows, dtype=object)
-        df.to_csv(run.run_dir / "bench.csv", index=False)
-        (run.run_dir / "bench.json").write_text(to_json(rows, indent=1) + "\n")
+        atomic_write(run.run_dir / "bench.csv", df.to_csv(index=False))
+        atomic_write(run.run_dir / "bench.json", to_json(rows, indent=1) + "\n")
         files = [run.run_dir / "bench.csv", run.run_dir / "bench.json"]
         if plot:
             files += bench_plots(rows, run.run_dir)
-        from ctcbench.report import write_report
-        files.append(write_report([run.run_dir]))  # report.html: the run folder as one page
     counts = {s: sum(r.get("status") == s for r in rows) for s in STATUSES}
     summary = {"failed": bool(regressions), "regressions": regressions, "counts": counts,
                "resumed_sizes": resumed, "run_dir": str(run.run_dir)}

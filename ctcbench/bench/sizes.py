@@ -15,7 +15,6 @@ from ctcbench.errors import expect
 
 DTYPES = ("float32", "float64")
 # one bench row per key, in a run and a baseline (rows saved before "threads" existed: 1 thread)
-KEY = ("backend", "T", "N", "C", "L", "dtype", "threads")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ctcbench.caselib.expect_spec import check_expect
+from ctcbench.caselib.known import FILE_NAME as KNOWN_ISSUES_FILE
+from ctcbench.caselib.judge import DEFAULT_TOLERANCES, Tolerance
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.files import read_text
 from ctcbench.errors import expect
@@ -32,35 +34,6 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 _FIELDS = {"name", "description", "provenance", "dtypes", "build", "expect", "variant",
            "ordering", "tolerance", "format"}
 FORMATS = (1, 2)  # format 2 adds the [case.expect] keys of caselib.expect_spec; 1 files still load
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Pass when ``|got - want| <= atol + rtol * |want|``, for the loss and for each gradient
-    entry (``grad_rtol`` is 0 unless a case sets it)."""
-
-    loss_rtol: float
-    loss_atol: float
-    grad_atol: float
-    grad_rtol: float = 0.0
-
-    def loss_ok(self, err: float, want: float) -> bool:
-        return err <= self.loss_atol + self.loss_rtol * abs(want)
-
-    def grad_allowed(self, want):
-        """Allowed ``|got - want|`` per gradient entry (array like ``want``)."""
-        return self.grad_atol + self.grad_rtol * abs(want)
-
-
-# Round-off of a log-space forward-backward computed in each dtype, on problems of a few
-# hundred frames. Cases with other needs (published values to 6 digits, T in the thousands)
-# say so in their own [case.tolerance].
-DEFAULT_TOLERANCES = {
-    "float64": Tolerance(loss_rtol=1e-9, loss_atol=1e-9, grad_atol=1e-9),
-    "float32": Tolerance(loss_rtol=1e-5, loss_atol=1e-4, grad_atol=1e-4),
-    "float16": Tolerance(loss_rtol=1e-2, loss_atol=2e-2, grad_atol=2e-2),
-    "bfloat16": Tolerance(loss_rtol=5e-2, loss_atol=1e-1, grad_atol=1e-1),
-}
 
 
 @dataclass(frozen=True)
@@ -173,7 +146,8 @@ def _case_files(folder, prefix: str = "") -> list:
     except OSError as exc:
         raise ValueError(f"cases: expected a readable folder of .toml/.json case files, got "
                          f"{str(folder)!r} ({exc.strerror or type(exc).__name__})") from None
-    files = [(prefix, p) for p in entries if p.name.endswith((".toml", ".json"))]
+    files = [(prefix, p) for p in entries
+             if p.name.endswith((".toml", ".json")) and p.name != KNOWN_ISSUES_FILE]
     for sub in sorted((p for p in entries if p.is_dir()), key=lambda p: p.name):
         files += _case_files(sub, f"{prefix}/{sub.name}" if prefix else sub.name)
     return sorted(files, key=lambda f: f[1].name)

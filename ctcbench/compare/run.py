@@ -12,14 +12,15 @@ import types
 import numpy as np
 
 from ctcbench.caselib.library import load_cases, select_cases
-from ctcbench.compare.checks import KEY, NUMBERS, REFERENCE, RERUN, check, prepare_all
+from ctcbench.compare.checks import REFERENCE, RERUN, check, prepare_all
+from ctcbench.compare.kind import KEY, KIND
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.progress import Progress
 from ctcbench.runtime.registry import BackendUnavailable, backend_names, get_backend
-from ctcbench.runs.store import RunResult, check_resume, open_run
-from ctcbench.files import to_json
+from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.files import atomic_write, to_json
 
 
 def _versions(backends) -> dict:
@@ -57,12 +58,12 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         transient and run again (see ``ctcbench.runs.store.open_run``).
       progress: ``False`` for none; else a bar on a terminal, plain lines otherwise
         (ctcbench.progress).
-      plot: also save ``margins.png``, a heat map of error / tolerance (see compare_plot).
+      plot: also save ``margins.png``, a heat map of error / tolerance (``compare.plot``).
     Returns:
       ``RunResult``: ``rows`` failures first, ``summary`` as ``summarize`` gives it,
       ``resumed`` the rows kept from the earlier run.
     """
-    check_resume(out, resume)
+    check_out(KIND, out, resume=resume)  # before any work: a refused folder is one line
     bad = [d for d in dtypes or () if d not in FLOAT_DTYPES]
     if bad:
         raise ValueError(f"dtypes: expected names from {', '.join(FLOAT_DTYPES)}, got {bad}")
@@ -81,16 +82,14 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     for name in names:
         if name not in backend_names():
             get_backend(name)  # raises KeyError listing the known names, before anything runs
-    with open_run("compare", out, resume=resume) as run:
+    with open_run(KIND, out, resume=resume) as run:
         df, kept = _run(run, names, cases, dtypes, jobs, preps, bar)
-        (run.run_dir / "rows.csv").write_text(to_csv(df))
-        (run.run_dir / "rows.json").write_text(to_json(df_records(df), indent=1) + "\n")
+        atomic_write(run.run_dir / "rows.csv", to_csv(df))
+        atomic_write(run.run_dir / "rows.json", to_json(df_records(df), indent=1) + "\n")
         files = [run.run_dir / "rows.csv", run.run_dir / "rows.json"]
         if plot and (df["case"] != "*").any():
             from ctcbench.compare.plot import plot_margins
             files.append(plot_margins(df, run.run_dir / "margins.png"))
-        from ctcbench.report import write_report
-        files.append(write_report([run.run_dir]))  # report.html: the run folder as one page
     return RunResult(run.run_dir, df, summarize(df, run.run_dir), run.environment,
                      resumed=len(kept), files=files)
 
@@ -99,7 +98,7 @@ def _run(run, names, cases, dtypes, jobs, preps, bar):
     """The rows of one compare run into the open folder ``run``; (all rows, rows kept)."""
     # skipped rows are redone every run (the backend may be available now), failures that
     # may be transient are run again; everything else is kept as it was.
-    kept = [r for r in run.log.rows(floats=NUMBERS) if r.get("status") not in ("skipped",) + RERUN]
+    kept = run.keep_rows(lambda r: r.get("status") not in ("skipped",) + RERUN)
     done = {tuple(r.get(k) for k in KEY) for r in kept}
     rows, ready = [], []
     bar.note("loading backends")
@@ -124,6 +123,8 @@ def _run(run, names, cases, dtypes, jobs, preps, bar):
         _warm_up(backend)
     run.write_meta({"driver": "compare", "backends": names, "reference": REFERENCE,
                     "cases": [c.name for c in cases], "dtypes": list(dtypes or []),
+                    "tolerances": {f"{case.name}/{dtype}": _tolerance(case, dtype)
+                                   for case, dtype in jobs},
                     "backend_versions": _versions(ready), "resumed_rows": len(kept)})
     for row in rows:
         run.log.append(row)
@@ -147,6 +148,12 @@ def _run(run, names, cases, dtypes, jobs, preps, bar):
         prep.reference = None  # the reference's tables can be large; done with this case
     bar.close()
     return tidy(kept + rows), kept
+
+
+def _tolerance(case, dtype: str) -> dict:
+    """The tolerance a (case, dtype) is checked with, as the report shows it."""
+    tol = case.tolerance(dtype)
+    return {"loss_atol": tol.loss_atol, "loss_rtol": tol.loss_rtol, "grad_atol": tol.grad_atol}
 
 
 def _warm_up(backend) -> None:

@@ -4,26 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from ctcbench.caselib.builders import build_raw, to_problem
-from ctcbench.caselib.library import DEFAULT_TOLERANCES, Tolerance
+from ctcbench.caselib.judge import Checks, problem_tolerance
 from ctcbench.core.invariants import broken_invariants
-from ctcbench.runtime.registry import BackendFailure, UnsupportedProblem
-
-
-def tolerance(problem) -> Tolerance:
-    """The case library's default tolerance for the problem's dtype. Below float64 it widens to
-    the round-off of log-space arithmetic: a few ``eps * M`` with ``M`` the largest sum over a
-    sample's frames of the largest ``|log p|`` (a forward variable is a sum of that many terms)."""
-    tol = DEFAULT_TOLERANCES[problem.dtype]
-    if problem.dtype == "float64":
-        return tol
-    eps = float(np.finfo(np.float32 if problem.dtype in ("float32", "bfloat16") else np.float16).eps)
-    if problem.dtype == "bfloat16":
-        eps = 2.0 ** -8
-    lp = np.where(problem.frame_mask[..., None], np.abs(problem.log_probs()), 0.0)  # (T, N, C)
-    lp = np.where(np.isfinite(lp), lp, 0.0)
-    slack = 8 * eps * float(lp.max(axis=2, initial=0.0).sum(axis=0).max(initial=0.0) + problem.shape[0])
-    return Tolerance(loss_rtol=tol.loss_rtol, loss_atol=max(tol.loss_atol, slack),
-                     grad_atol=max(tol.grad_atol, slack))
+from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem
 
 
 def problem_of(build: dict, dtype: str):
@@ -47,19 +30,13 @@ def judge(backend, reference, build: dict, dtype: str) -> str | None:
         return f"{exc.status}: {exc}"
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"
-    tol = tolerance(problem)
-    g_loss, w_loss = np.asarray(got.loss, np.float64), np.asarray(want.loss, np.float64)
-    for n in range(len(w_loss)):
-        g, w = g_loss[n], w_loss[n]
-        same_inf = np.isinf(g) and np.isinf(w) and np.sign(g) == np.sign(w)
-        if not same_inf and not (abs(g - w) <= tol.loss_atol + tol.loss_rtol * abs(w)):
-            return f"loss sample {n}: got {g:.10g}, want {w:.10g}"
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(np.asarray(got.grad_logits, np.float64) - want.grad_logits)  # (T, N, C)
-    if diff.size and not np.nanmax(np.where(np.isnan(diff), np.inf, diff)) <= tol.grad_atol:
-        t, n, c = np.unravel_index(np.argmax(np.where(np.isnan(diff), np.inf, diff)), diff.shape)
-        return (f"gradient at t={t} n={n} c={c}: got {got.grad_logits[t, n, c]:.12g}, "
-                f"want {want.grad_logits[t, n, c]:.12g}")
+    tol = problem_tolerance(problem)
+    checks = Checks(tol)
+    checks.loss(np.asarray(got.loss, np.float64), np.asarray(want.loss, np.float64), dtype,
+                reference.name)
+    checks.grad(np.asarray(got.grad_logits, np.float64), want.grad_logits, dtype, reference.name)
+    if checks.failures:
+        return checks.failures[0]
     broken = broken_invariants(problem, got.loss, got.grad_logits,
                                tol=None if dtype == "float64" else tol.grad_atol)
     return f"invariant broken: {broken[0]}" if broken else None

@@ -10,8 +10,11 @@ failures first. The budget bounds the search; shrinking a found problem takes wh
 """
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 import pandas as pd
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -20,11 +23,13 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
 from ctcbench.fuzz.casefile import write_case
-from ctcbench.fuzz.judge import judge, problem_of, tolerance
+from ctcbench.caselib.judge import problem_tolerance
+from ctcbench.fuzz.judge import judge, problem_of
 from ctcbench.fuzz.problems import builds, size
 from ctcbench.progress import Progress
 from ctcbench.runtime.registry import get_backend
-from ctcbench.runs.store import RunResult, check_resume, open_run
+from ctcbench.fuzz.kind import KIND
+from ctcbench.runs.store import RunResult, check_out, open_run
 
 FUZZ_DTYPES = ("float64", "float32")
 CHUNK = 25  # examples per hypothesis call; the budget is checked between calls
@@ -54,7 +59,7 @@ def fuzz(backend_name: str, *, against: str = "numpy", budget: float = 60.0, see
         raise ValueError(f"budget: expected a positive number of seconds, got {budget!r}")
     if not (isinstance(seed, int) and seed >= 0):
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    check_resume(out, resume)
+    check_out(KIND, out, resume=resume)
     bad = [d for d in dtypes or () if d not in FUZZ_DTYPES]
     if bad:
         raise ValueError(f"dtype: expected {' or '.join(FUZZ_DTYPES)}, got {', '.join(bad)}")
@@ -63,16 +68,41 @@ def fuzz(backend_name: str, *, against: str = "numpy", budget: float = 60.0, see
     if not dtypes:
         raise ValueError(f"backend: expected a backend computing in {' or '.join(FUZZ_DTYPES)}, "
                          f"got {backend_name!r}, which takes only {', '.join(backend.traits.dtypes)}")
-    with open_run("fuzz", out, resume=resume) as run:
+    with open_run(KIND, out, resume=resume) as run:
         if not resume:
             run.write_meta({"backend": backend_name, "against": against, "dtypes": list(dtypes)})
+        for b in (backend, reference):
+            warm_up(b, dtypes)  # imports and compilation are not charged to the budget
         summary = _search(backend, reference, dtypes, budget=budget, seed=seed,
                           run_dir=Path(run.run_dir), progress=progress)
-        run.log.append({**summary, "seed": seed, "budget_s": budget})
-        rows = pd.DataFrame(run.log.rows())
+        searches = run.rows()
+        run.log.append({"search": len(searches) + 1, **summary, "seed": seed, "budget_s": budget})
+        rows = pd.DataFrame(run.rows())
     files = [Path(summary["case_file"])] if summary["found"] else []
     return RunResult(run.run_dir, rows, summary, run.environment, resumed=len(rows) - 1,
                      files=files)
+
+
+def warm_up(backend, dtypes, *, slow_s: float = 1.0) -> float:
+    """One call on a tiny problem per dtype, so that loading and compiling happen before the
+    clock starts; says so on stderr when it takes longer than ``slow_s``. Returns its seconds."""
+    import threading
+    from ctcbench.core.problem import CTCProblem
+    start = time.monotonic()
+    note = threading.Timer(slow_s, lambda: print(
+        f"fuzz: {backend.name}: first call (loading, compiling) takes more than {slow_s:g} s; "
+        f"not counted in --budget", file=sys.stderr, flush=True))
+    note.start()
+    try:
+        for dtype in dtypes:
+            problem = CTCProblem(np.zeros((3, 1, 3), dtype), [[1]], [3], [1])
+            try:
+                backend.run(problem)
+            except Exception:  # the search reports whatever is wrong with it
+                pass
+    finally:
+        note.cancel()
+    return time.monotonic() - start
 
 
 def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress) -> dict:
@@ -112,7 +142,7 @@ def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress
     if state["failing"] is not None:
         build, dtype, what = state["failing"]  # the last failure is hypothesis's shrunk one
         name = f"fuzz_{backend.name}".replace("-", "_").lower()
-        path = write_case(run_dir / "cases", name, build, dtype, tolerance(problem_of(build, dtype)),
+        path = write_case(run_dir / "cases", name, build, dtype, problem_tolerance(problem_of(build, dtype)),
                           description=f"found by ctcbench fuzz: {what}"[:300],
                           provenance=f"ctcbench fuzz --backend {backend.name} --against "
                                      f"{reference.name} --seed {seed}, shrunk by hypothesis")

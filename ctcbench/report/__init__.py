@@ -1,5 +1,5 @@
-"""``ctcbench report``: one self-contained HTML page per run folder (compare, bench,
-convergence) or doctor diagnosis, readable offline and as an attachment."""
-from ctcbench.report.render import write_doctor_report, write_report
+"""HTML pages: the renderer and its templates. ``ctcbench.drivers.write_report`` makes the
+page of run folders of any kind; ``ctcbench.drivers.write_doctor_report`` a diagnosis's."""
+from ctcbench.report.render import render_page, write_page
 
-__all__ = ["write_report", "write_doctor_report"]
+__all__ = ["render_page", "write_page"]

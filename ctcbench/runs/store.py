@@ -27,11 +27,10 @@ import pandas as pd
 
 from ctcbench.environment import environment
 from ctcbench.files import atomic_write, to_json
+from ctcbench.runs.kinds import META, ROWS, RunKind, check_format, read_meta, recorded_kind
 from ctcbench.runs.lock import RunLock, describe_holder
 
 DEFAULT_REPORTS = Path("reports")
-ROW_FORMATS = {"compare": 1, "bench": 1, "convergence": 1, "fuzz": 1}  # row format each kind writes now
-ROWS, META = "rows.jsonl", "meta.json"
 
 
 @dataclass
@@ -118,58 +117,35 @@ class RowLog:
         return notes
 
 
-def infer_kind(run_dir: Path, meta: dict | None) -> str | None:
-    """The kind of a run folder: recorded in meta.json, or for folders written before kinds
-    were recorded, told from their configuration or rows; None when it cannot be told."""
-    if meta and meta.get("kind"):
-        return meta["kind"]
-    config = (meta or {}).get("config")
-    if isinstance(config, dict):
-        if config.get("driver") == "compare":
-            return "compare"
-        if "base" in config and "grid" in config:
-            return "convergence"
-        if "sizes" in config and "repeat" in config:
-            return "bench"
-    first = next(iter(RowLog(run_dir / ROWS).rows()), None)
-    if first is not None:
-        if "case" in first:
-            return "compare"
-        if {"T", "N", "C", "L"} <= set(first):
-            return "bench"
-    return None
-
-
-def read_meta(run_dir: Path) -> dict | None:
-    """meta.json of a run folder, or None when it has none; ValueError when it is not JSON."""
-    path = Path(run_dir) / META
-    if not path.exists():
-        return None
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: expected the JSON a ctcbench run writes, got {exc}") from None
-    if not isinstance(meta, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(meta).__name__}")
-    return meta
-
-
 class RunFolder:
     """An open run folder: locked for this process, its kind checked, its log repaired.
 
-    ``meta``: the meta.json found when opened (None for a new run); ``log``: its rows.
-    Use as a context manager, or call ``close``.
+    ``kind``: the driver's ``RunKind``; ``meta``: the meta.json found when opened (None for a
+    new run); ``log``: its rows. Use as a context manager, or call ``close``.
     """
 
-    def __init__(self, run_dir: Path, kind: str, lock: RunLock, meta: dict | None):
+    def __init__(self, run_dir: Path, kind: RunKind, lock: RunLock, meta: dict | None):
         self.run_dir, self.kind, self.lock, self.meta = run_dir, kind, lock, meta
         self.log = RowLog(run_dir / ROWS)
         self.environment: dict = {}
 
+    def rows(self) -> list[dict]:
+        """The rows written so far, with this kind's float columns as floats."""
+        return self.log.rows(floats=self.kind.floats)
+
+    def keep_rows(self, keep) -> list[dict]:
+        """Rewrite the log with only the rows ``keep(row)`` accepts (atomically), so that each
+        key a resumed run does again is in the log once; returns the rows kept."""
+        rows = self.rows()
+        kept = [r for r in rows if keep(r)]
+        if len(kept) < len(rows):
+            atomic_write(self.log.path, "".join(to_json(r) + "\n" for r in kept))
+        return kept
+
     def write_meta(self, config: dict, extra_packages=()) -> dict:
         """meta.json: kind, row format, ``config`` and the environment; written atomically."""
         self.environment = environment(extra_packages)
-        meta = {"kind": self.kind, "row_format": ROW_FORMATS[self.kind], "config": config,
+        meta = {"kind": self.kind.name, "row_format": self.kind.row_format, "config": config,
                 "environment": self.environment}
         atomic_write(self.run_dir / META, to_json(meta, indent=2) + "\n")
         self.meta = meta
@@ -193,59 +169,62 @@ def run_folder_path(kind: str, out=None) -> Path:
     return Path(out)
 
 
-def check_resume(out, resume: bool) -> None:
-    """``resume`` needs ``out``: drivers call this first, before any slow work."""
+def check_out(kind: RunKind, out=None, *, resume: bool = False) -> Path:
+    """The checks of ``open_run`` that need no lock, for drivers to call before any slow work
+    (one line, nothing written): ``--resume`` needs ``--out``; a folder that holds a run is
+    refused unless resumed, one of another kind or a newer format always. Returns the path."""
     if resume and out is None:
         raise ValueError("--resume: expected --out DIR, the run folder to continue, got none")
+    path = run_folder_path(kind.name, out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out: expected a folder, got {str(path)!r} (a file)")
+    if resume and not path.is_dir():
+        raise ValueError(f"--resume: expected an existing run folder, got {str(path)!r} "
+                         f"(no such folder)")
+    if not path.is_dir():
+        return path
+    meta = read_meta(path)
+    has_run = meta is not None or bool(RowLog(path / ROWS).rows())
+    found = recorded_kind(path, meta, [kind]) if has_run else None
+    if has_run and found is None:
+        raise ValueError(f"--out: {str(path)!r} holds a run of unknown kind (meta.json names "
+                         f"none); `ctcbench {kind.name}` will not write into it")
+    if has_run and found != kind.name:
+        raise ValueError(f"--out: {str(path)!r} holds a {found} run; `ctcbench {kind.name}` "
+                         f"does not {'resume' if resume else 'write into'} a {found} run folder")
+    if has_run:
+        check_format(path, kind, meta, what="--out")
+    if has_run and not resume:
+        raise ValueError(f"--out: {str(path)!r} already holds a {found} run; pass --resume "
+                         f"to continue it, or choose another folder")
+    if resume and not has_run:
+        raise ValueError(f"--resume: expected a {kind.name} run folder to continue, got "
+                         f"{str(path)!r} (no meta.json and no rows)")
+    return path
 
 
-def open_run(kind: str, out=None, *, resume: bool = False, command: str | None = None) -> RunFolder:
+def open_run(kind: RunKind, out=None, *, resume: bool = False,
+             command: str | None = None) -> RunFolder:
     """Open the run folder ``out`` (default ``reports/<kind>-<UTC time>``) for a ``kind`` run.
 
     Without ``resume``: a new or empty folder; one that already holds a run is refused.
     With ``resume``: an existing folder holding a ``kind`` run, continued; its torn last row
     is dropped (a note on stderr). Either way a folder of another kind, of a newer row
-    format, or in use by another process is refused. Errors are ValueErrors naming it.
+    format, or in use by another process is refused (``check_out``, again under the lock).
     """
-    if kind not in ROW_FORMATS:
-        raise ValueError(f"kind: expected one of {', '.join(ROW_FORMATS)}, got {kind!r}")
-    check_resume(out, resume)
-    path = run_folder_path(kind, out)
-    if resume and not path.is_dir():
-        raise ValueError(f"--resume: expected an existing run folder, got {str(path)!r} "
-                         f"(no such folder)")
+    path = check_out(kind, out, resume=resume)
     try:
         path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # a file in the way, no permission
+    except OSError as exc:  # no permission, a file in the way further up
         raise ValueError(f"--out: expected a folder that exists or can be created, got "
                          f"{str(path)!r} ({exc.strerror})") from None
-    lock = RunLock(path, command=command).acquire()  # before anything is read: one writer
+    lock = RunLock(path, command=command).acquire()  # one writer; then check what is there
     try:
-        meta = read_meta(path)
-        has_run = meta is not None or bool(RowLog(path / ROWS).rows())
-        found = infer_kind(path, meta) if has_run else None
-        if has_run and found is None:
-            raise ValueError(f"--out: {str(path)!r} holds a run folder of unknown kind "
-                             f"(meta.json records none); `ctcbench {kind}` will not write "
-                             f"into it")
-        if has_run and found != kind:
-            raise ValueError(f"--out: {str(path)!r} holds a {found} run; `ctcbench {kind}` "
-                             f"does not {'resume' if resume else 'write into'} a {found} run "
-                             f"folder")
-        row_format = (meta or {}).get("row_format", 1)  # folders from before formats: 1
-        if has_run and row_format != ROW_FORMATS[kind]:
-            raise ValueError(f"--out: {str(path)!r} holds {found} rows of format {row_format}; "
-                             f"this `ctcbench {kind}` reads format {ROW_FORMATS[kind]} only")
-        if has_run and not resume:
-            raise ValueError(f"--out: {str(path)!r} already holds a {found} run; pass --resume "
-                             f"to continue it, or choose another folder")
-        if resume and not has_run:
-            raise ValueError(f"--resume: expected a {kind} run folder to continue, got "
-                             f"{str(path)!r} (no meta.json and no rows)")
+        check_out(kind, path, resume=resume)
     except BaseException:
         lock.release()
         raise
-    run = RunFolder(path, kind, lock, meta)
+    run = RunFolder(path, kind, lock, read_meta(path))
     if lock.taken_over:
         print(f"note: {path}: took over the lock of {describe_holder(lock.taken_over)}, "
               f"which ended without releasing it", file=sys.stderr)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctcbench.report.format import number
+import numpy as np
+
+from ctcbench.bench.kind import KEY
+from ctcbench.formatting import number
+from ctcbench.plotting import plain_log, png_uri, pyplot
+from ctcbench.runs.store import RowLog
 
 SIZE = ("T", "N", "C", "L")
 FIELDS = ("backend", *SIZE, "cells", "dtype", "status", "reason", "time_median_s", "time_min_s",
@@ -15,8 +20,6 @@ FIELDS = ("backend", *SIZE, "cells", "dtype", "status", "reason", "time_median_s
 
 def bench_rows(run_dir: Path) -> list[dict]:
     """The latest row per (backend, size, dtype), smallest sizes first."""
-    from ctcbench.bench.sizes import KEY
-    from ctcbench.runs.store import RowLog
     run_dir = Path(run_dir)
     rows = RowLog(run_dir / "rows.jsonl").rows()
     if not rows and (run_dir / "bench.json").is_file():
@@ -27,8 +30,8 @@ def bench_rows(run_dir: Path) -> list[dict]:
                                                   r.get("backend", "")))
 
 
-def bench_context(run_dir: Path, meta: dict) -> dict:
-    from ctcbench.report.figures import bench_scaling
+def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
+    """The bench page of ``run_dir``."""
     rows = bench_rows(run_dir)
     config = meta.get("config", {})
     skipped = [r for r in rows if r.get("status") == "skipped"]
@@ -63,3 +66,36 @@ def before_after(before: list[dict], after: list[dict]) -> list[dict]:
                     "before_mb": m0, "after_mb": m1,
                     "memory_ratio": m1 / m0 if m0 and m1 is not None else None})
     return out
+
+
+def bench_scaling(rows: list[dict]) -> str | None:
+    """Two log-log panels against DP cells T·N·S: median time per call and ns per cell, one
+    line per backend (min-max bars on time). None when no row has a time."""
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("time_median_s") is not None]
+    if not ok:
+        return None
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name in sorted({r["backend"] for r in ok}):
+        rs = sorted((r for r in ok if r["backend"] == name), key=lambda r: r["cells"])
+        cells = np.array([r["cells"] for r in rs], dtype=float)  # (sizes,)
+        med = np.array([r["time_median_s"] for r in rs]) * 1e3  # (sizes,) ms
+        lo = med - np.array([r.get("time_min_s", r["time_median_s"]) for r in rs]) * 1e3
+        hi = np.array([r.get("time_max_s", r["time_median_s"]) for r in rs]) * 1e3 - med
+        line = left.errorbar(cells, med, yerr=[lo, hi], fmt="o-", ms=4, lw=1.2, capsize=2,
+                             label=name)
+        right.plot(cells, [r["ns_per_cell"] for r in rs], "o-", ms=4, lw=1.2,
+                   color=line.lines[0].get_color(), label=name)
+    for ax, ylabel, title in ((left, "time per call (ms)", "forward+backward time"),
+                              (right, "ns per DP cell", "cost per DP cell")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plain_log(ax.xaxis)
+        plain_log(ax.yaxis)
+        ax.set_xlabel("DP cells T·N·S (S = 2L+1)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=11)
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(fontsize=9, frameon=False)
+    fig.tight_layout()
+    return png_uri(fig)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctcbench.report.format import num
+from ctcbench.formatting import num
 
 EVIDENCE_CHARS = 400  # a long list of samples is cut here; the JSON output has it whole
 
@@ -24,7 +24,7 @@ def doctor_context(result, inputs: dict, *, layout: str = "TNC", source: str = "
     from (``load_inputs`` keywords), for the frames plot of the first ``samples`` samples."""
     from ctcbench.doctor.findings import SEVERITIES
     from ctcbench.doctor.plot import plot_frames
-    from ctcbench.report.figures import written_uri
+    from ctcbench.plotting import written_uri
     findings = [{"code": f.code, "severity": f.severity, "message": f.message, "fix": f.fix,
                  "explains": list(f.explains),
                  "evidence": [(k, evidence_text(v)) for k, v in f.evidence.items()]}

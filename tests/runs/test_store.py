@@ -14,6 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
+from ctcbench.bench.kind import KIND as BENCH
+from ctcbench.compare.kind import KIND as COMPARE
 from ctcbench.runs.store import RowLog, open_run
 
 CLI = [str(Path(sys.executable).with_name("ctcbench"))]  # the installed console script
@@ -165,9 +167,9 @@ def test_an_unreadable_row_format_is_refused(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "meta.json").write_text('{"kind": "bench", "row_format": 99, "config": {}}')
-    with pytest.raises(ValueError, match=r"holds bench rows of format 99; this `ctcbench bench` "
-                                         r"reads format 1 only"):
-        open_run("bench", folder, resume=True)
+    with pytest.raises(ValueError, match=r"holds bench rows of format 99; this ctcbench reads "
+                                         r"format 1 only \(the folder was written by a newer"):
+        open_run(BENCH, folder, resume=True)
 
 
 def test_a_legacy_compare_folder_is_told_from_its_meta(tmp_path):
@@ -177,9 +179,9 @@ def test_a_legacy_compare_folder_is_told_from_its_meta(tmp_path):
     folder.mkdir()
     (folder / "meta.json").write_text('{"config": {"driver": "compare"}, "environment": {}}')
     with pytest.raises(ValueError, match="holds a compare run"):
-        open_run("bench", folder, resume=True)
-    with open_run("compare", folder, resume=True) as opened:
-        assert opened.kind == "compare"
+        open_run(BENCH, folder, resume=True)
+    with open_run(COMPARE, folder, resume=True) as opened:
+        assert opened.kind is COMPARE
 
 
 # -- the lock ----------------------------------------------------------------------------------
@@ -213,13 +215,14 @@ def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from ctcbench.runs.store import open_run; "
-                               "open_run('bench', sys.argv[1]); print('held', flush=True); "
+                               "from ctcbench.bench.kind import KIND; "
+                               "open_run(KIND, sys.argv[1]); print('held', flush=True); "
                                "time.sleep(600)", str(out)],
         stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(ValueError, match=f"is in use by pid {holder.pid} on host"):
-            open_run("bench", out)
+            open_run(BENCH, out)
     finally:
         kill(holder)
     assert json.loads((out / "run.lock").read_text())["pid"] == holder.pid  # left behind

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ctcbench.plotting import plain_log, png_uri, pyplot
+
 SUMMARY_COLUMNS = ("run", "model", "optimizer", "lr", "seed", "steps", "plateau_end_step",
                    "steps_to_cer10", "steps_to_cer02", "final_cer", "final_seq_acc",
                    "final_test_loss", "final_blank_frac", "wall_s")
@@ -42,9 +44,9 @@ def _run(folder: Path) -> tuple[dict, pd.DataFrame] | None:
     return row, curve
 
 
-def convergence_context(run_dir: Path, meta: dict, link_base: Path) -> dict:
+def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
+    """The convergence page of ``run_dir``."""
     from ctcbench.convergence.grid import optimizer_table
-    from ctcbench.report.figures import convergence_bands
     run_dir = Path(run_dir)
     runs, curves = [], []
     for folder in sorted(p for p in (run_dir / "runs").glob("*") if p.is_dir()):
@@ -75,3 +77,47 @@ def convergence_context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     return {"runs": runs, "optimizers": table, "settings": settings,
             "plot": convergence_bands(curves_df, plateau_ends),
             "unfinished": [r["run"] for r in runs if not r["finished"]]}
+
+
+PANELS = (("test_loss", "held-out CTC loss", True), ("cer", "held-out CER (greedy)", False),
+          ("blank_frac", "frames whose argmax is blank", False),
+          ("grad_norm", "gradient norm", True))
+
+
+def convergence_bands(curves, plateau_ends: dict) -> str | None:
+    """2x2 panels (loss, CER, blank fraction, gradient norm) against step: per group of runs
+    that differ only in seed, the median over seeds as a line and the min-max band shaded.
+    ``plateau_ends`` maps a group label to its runs' plateau end steps, drawn as dotted
+    vertical lines. ``curves``: a DataFrame with columns group, seed, step and the panels'."""
+    if curves is None or curves.empty:
+        return None
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    groups = list(dict.fromkeys(curves["group"]))
+    for ax, (col, title, log) in zip(axes.flat, PANELS):
+        for i, group in enumerate(groups):
+            color = colors[i % len(colors)]
+            g = curves[curves["group"] == group]
+            wide = g.pivot_table(index="step", columns="seed", values=col)  # (steps, seeds)
+            if wide.empty:
+                continue
+            ax.plot(wide.index, wide.median(axis=1), color=color, lw=1.8, label=group)
+            if wide.shape[1] > 1:
+                ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=color,
+                                alpha=0.2, lw=0)
+            for step in plateau_ends.get(group, ()):
+                ax.axvline(step, color=color, ls=":", lw=1.2, alpha=0.9)
+        ax.set_title(title, fontsize=11)
+        ax.grid(alpha=0.25)
+        if log and (curves[col] > 0).any():
+            ax.set_yscale("log")
+            plain_log(ax.yaxis)
+        if col in ("cer", "blank_frac"):
+            ax.set_ylim(-0.02, 1.05)
+    for ax in axes[1]:
+        ax.set_xlabel("training step")
+    axes[0, 0].plot([], [], color="grey", ls=":", label="plateau end (one line per seed)")
+    axes[0, 0].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return png_uri(fig)

@@ -1,0 +1,68 @@
+"""The drivers' run kinds, in one table, and the pages of their run folders.
+
+Each driver declares its kind once, in ``ctcbench/<driver>/kind.py``; the command line and
+``ctcbench report`` loop over ``DRIVERS``. Adding a driver: docs/layout.md.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from pathlib import Path
+
+from ctcbench.runs.kinds import RunKind, identify
+
+DRIVERS = ("compare", "bench", "convergence", "fuzz")  # each has ctcbench/<name>/kind.py
+
+
+@functools.cache
+def kinds() -> dict[str, RunKind]:
+    """name -> the ``RunKind`` its driver declares."""
+    return {name: importlib.import_module(f"ctcbench.{name}.kind").KIND for name in DRIVERS}
+
+
+def run_page(run_dir: Path, link_base: Path) -> dict:
+    """What the page shows of one run folder; one-line ValueError for a folder that is no
+    run, of a kind this version does not know, or of a newer row format."""
+    kind, meta = identify(run_dir, kinds())
+    body = kind.page_context(Path(run_dir), meta, link_base)
+    return {"kind": kind.name, "template": kind.template, "name": Path(run_dir).resolve().name,
+            "dir": str(run_dir), "env": meta.get("environment") or {}, "body": body}
+
+
+def write_report(run_dirs, out: Path | None = None) -> Path:
+    """Write the HTML page of ``run_dirs`` (run folders of any kind, side by side) to ``out``;
+    default ``<run_dir>/report.html`` for one folder. Two bench runs also get a before/after
+    table (the first is "before"). Returns the path written."""
+    from ctcbench.report import render_page, write_page
+    run_dirs = [Path(d) for d in run_dirs]
+    if not run_dirs:
+        raise ValueError("RUN_DIR: expected at least one run folder, got none")
+    if out is None:
+        if len(run_dirs) > 1:
+            raise ValueError(f"--out: expected an HTML file for a report of {len(run_dirs)} "
+                             "run folders, got none")
+        out = run_dirs[0] / "report.html"
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out: expected an HTML file path, got the folder {str(out)!r}")
+    link_base = out.resolve().parent
+    runs = [run_page(d, link_base) for d in run_dirs]
+    before_after = None
+    if len(runs) == 2 and all(r["kind"] == "bench" for r in runs):
+        from ctcbench.bench.page import before_after as pair
+        before_after = pair(runs[0]["body"]["rows"], runs[1]["body"]["rows"])
+    title = "ctcbench " + " + ".join(dict.fromkeys(r["kind"] for r in runs)) + " report"
+    return write_page(out, render_page(runs, title, before_after))
+
+
+def write_doctor_report(result, inputs: dict, out: Path, *, layout: str = "TNC",
+                        source: str = "") -> Path:
+    """Write the doctor's ``result`` (a diagnosis of ``inputs``, read from ``source``) as one
+    HTML page at ``out``."""
+    from ctcbench.doctor.page import doctor_context
+    from ctcbench.environment import environment
+    from ctcbench.report import render_page, write_page
+    body = doctor_context(result, inputs, layout=layout, source=source)
+    run = {"kind": "doctor", "template": "doctor.html.j2", "name": body["name"], "dir": source,
+           "env": environment(), "body": body}
+    return write_page(Path(out), render_page([run], "ctcbench doctor report"))

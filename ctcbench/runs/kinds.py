@@ -1,0 +1,108 @@
+"""What a driver declares about the run folders it writes (``RunKind``), and the one reader of
+a folder's ``meta.json``, which tells its kind and refuses what this version cannot read."""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+META, ROWS = "meta.json", "rows.jsonl"
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """One driver's run folders, declared once in ``ctcbench/<driver>/kind.py``.
+
+    ``key``: the columns that name one row (a resumed run redoes no key it holds);
+    ``floats``: columns whose ``"inf"``/``"nan"`` strings are floats again when read;
+    ``exports``: the files the driver writes beside ``rows.jsonl``; ``template``: its page in
+    ``ctcbench/report/templates``; ``context``: ``"module:function"`` that reads a folder of
+    this kind into the template's context, ``function(run_dir, meta, link_base) -> dict``.
+    """
+
+    name: str
+    row_format: int
+    key: tuple[str, ...]
+    floats: tuple[str, ...] = ()
+    exports: tuple[str, ...] = ()
+    template: str = ""
+    context: str = ""
+
+    def page_context(self, run_dir: Path, meta: dict, link_base: Path) -> dict:
+        module, _, function = self.context.partition(":")
+        return getattr(importlib.import_module(module), function)(run_dir, meta, link_base)
+
+
+def read_meta(run_dir: Path) -> dict | None:
+    """``meta.json`` of a run folder, or None when it has none (a run killed before writing
+    it); ValueError naming the file when it is not a JSON object."""
+    path = Path(run_dir) / META
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: expected the JSON a ctcbench run writes, got {exc}") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    return meta
+
+
+def _first_row(run_dir: Path) -> dict:
+    path = Path(run_dir) / ROWS
+    if not path.is_file():
+        return {}
+    for line in path.read_bytes().splitlines():
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(row, dict):
+            return row
+    return {}
+
+
+def recorded_kind(run_dir: Path, meta: dict | None, kinds) -> str | None:
+    """The kind ``meta.json`` names; for a folder from before kinds were recorded, the one
+    of ``kinds`` whose key columns its first row holds; None when nothing tells."""
+    if meta and isinstance(meta.get("kind"), str):
+        return meta["kind"]
+    config = (meta or {}).get("config")
+    if isinstance(config, dict) and isinstance(config.get("driver"), str):
+        return config["driver"]
+    row = _first_row(run_dir)
+    found = [k.name for k in kinds if row and set(k.key) <= set(row)]
+    return found[0] if len(found) == 1 else None
+
+
+def identify(run_dir: Path, kinds: dict[str, RunKind], *, what: str = "RUN_DIR"
+             ) -> tuple[RunKind, dict]:
+    """(its kind, its meta.json or ``{}``) of the run folder ``run_dir``, or one ValueError
+    naming the folder: not a folder, no run in it, a kind ``kinds`` does not hold, or rows
+    of a newer format than that kind's ``row_format``."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ValueError(f"{what}: expected a run folder, got {str(run_dir)!r} "
+                         f"({'a file' if run_dir.exists() else 'no such folder'})")
+    meta = read_meta(run_dir)
+    name = recorded_kind(run_dir, meta, kinds.values())
+    if name is None:
+        raise ValueError(f"{what}: expected a ctcbench run folder (meta.json naming its kind, "
+                         f"or rows.jsonl), got {str(run_dir)!r}, which holds neither")
+    if name not in kinds:
+        raise ValueError(f"{what}: {str(run_dir)!r} holds a run of kind {name!r}; this "
+                         f"ctcbench knows {', '.join(kinds)}")
+    kind = kinds[name]
+    check_format(run_dir, kind, meta, what=what)
+    return kind, meta or {}
+
+
+def check_format(run_dir: Path, kind: RunKind, meta: dict | None, *, what: str) -> None:
+    """ValueError when the folder's rows are of a format this version does not read."""
+    found = (meta or {}).get("row_format", 1)  # folders from before formats were recorded: 1
+    if found != kind.row_format:
+        newer = isinstance(found, int) and found > kind.row_format
+        raise ValueError(f"{what}: {str(run_dir)!r} holds {kind.name} rows of format "
+                         f"{found!r}; this ctcbench reads format {kind.row_format} only"
+                         + (" (the folder was written by a newer ctcbench)" if newer else ""))
