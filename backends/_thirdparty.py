@@ -7,13 +7,11 @@ message says what the backend would have done instead, so a comparison records i
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
-from ctcbench.runtime.worker import THREADS_ENV
 
 
 def require(modules: tuple[str, ...], *, extra: str, packages: str) -> None:
@@ -22,12 +20,6 @@ def require(modules: tuple[str, ...], *, extra: str, packages: str) -> None:
     if missing:
         raise BackendUnavailable(f"{packages} not installed (missing {', '.join(missing)})",
                                  f"pip install 'ctcbench[{extra}]'")
-
-
-def threads() -> int | None:
-    """Thread count requested through ``CTCBENCH_THREADS``, if any."""
-    value = os.environ.get(THREADS_ENV)
-    return int(value) if value else None
 
 
 def check_dtype(problem: CTCProblem, name: str, dtypes: tuple[str, ...]) -> None:

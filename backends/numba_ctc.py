@@ -30,8 +30,8 @@ import numpy as np
 
 from ctcbench.core.memory import require_memory
 from ctcbench.core.problem import CTCProblem
-from ctcbench.runtime.registry import BackendUnavailable, grad_weights_array
-from ctcbench.runtime.worker import THREADS_ENV
+from ctcbench.runtime.protocol import BackendUnavailable, grad_weights_array
+from ctcbench.runtime.threads import THREADS_ENV, requested
 
 INSTALL_HINT = "pip install numba"
 LAYER_ENV = "NUMBA_THREADING_LAYER"
@@ -54,15 +54,9 @@ def use_threading_layer(numba_module) -> None:
 def thread_count(numba_module) -> tuple[int, str | None]:
     """Threads to use: ``CTCBENCH_THREADS`` capped at numba's pool; plus a note if capped."""
     most = numba_module.config.NUMBA_NUM_THREADS
-    raw = os.environ.get(THREADS_ENV)
-    if raw is None or raw.strip() == "":
+    wanted = requested()
+    if wanted is None:
         return most, None
-    try:
-        wanted = int(raw)
-    except ValueError:
-        raise ValueError(f"{THREADS_ENV}: expected a positive integer, got {raw!r}") from None
-    if wanted < 1:
-        raise ValueError(f"{THREADS_ENV}: expected a positive integer, got {raw!r}")
     if wanted > most:
         return most, f"{THREADS_ENV}={wanted} capped at numba's {most} threads"
     return wanted, None

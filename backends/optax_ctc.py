@@ -23,9 +23,9 @@ import numpy as np
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.protocol import BackendResult
+from ctcbench.runtime.threads import requested
 
-from ._thirdparty import (check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require,
-                          threads)
+from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require
 
 
 class OptaxBackend:
@@ -42,7 +42,7 @@ class OptaxBackend:
 
     def prepare(self) -> None:
         """Import JAX with float64 enabled and build the jitted loss-and-gradient."""
-        n = threads()
+        n = requested()
         if n is not None:
             os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
                                   f"intra_op_parallelism_threads={n}")

@@ -21,9 +21,9 @@ import numpy as np
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.protocol import BackendResult, UnsupportedProblem
+from ctcbench.runtime.threads import requested
 
-from ._thirdparty import (check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require,
-                          threads)
+from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require
 
 
 class WarpctcBackend:
@@ -59,7 +59,7 @@ class WarpctcBackend:
             warnings.simplefilter("ignore")  # "No ccache found" and the like, at import
             import paddle
         paddle.set_device("cpu")
-        n = threads()
+        n = requested()
         if n is not None and hasattr(paddle, "set_num_threads"):
             paddle.set_num_threads(n)
         self.paddle = paddle

@@ -23,9 +23,9 @@ import numpy as np
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.protocol import BackendResult, UnsupportedProblem
+from ctcbench.runtime.threads import requested
 
-from ._thirdparty import (check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require,
-                          threads)
+from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require
 
 
 class TFBackend:
@@ -59,7 +59,7 @@ class TFBackend:
         """Import TensorFlow (quietly) and build the traced float32 loss-and-gradient."""
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
-        n = threads()
+        n = requested()
         if n is not None:
             tf.config.threading.set_intra_op_parallelism_threads(n)
             tf.config.threading.set_inter_op_parallelism_threads(n)

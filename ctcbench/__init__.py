@@ -1,7 +1,8 @@
 """ctcbench: benchmark, cross-check and debug CTC loss implementations.
 
 Importing ctcbench imports NumPy only; torch and every other framework load when a backend
-that needs them is asked for.
+that needs them is asked for. The registry's names load on first use, so a worker process
+(``ctcbench.runtime.worker``) never imports the registry.
 """
 from ctcbench.doctor import diagnose
 from ctcbench.core.problem import CTCProblem
@@ -16,15 +17,9 @@ from ctcbench.runtime.protocol import (
     BackendUnavailable,
     UnsupportedProblem,
 )
-from ctcbench.runtime.registry import (
-    BackendInfo,
-    LoadedBackend,
-    get_backend,
-    list_backends,
-    register,
-    register_backend,
-    unregister_backend,
-)
+
+_REGISTRY_NAMES = ("BackendInfo", "LoadedBackend", "get_backend", "list_backends", "register",
+                   "register_backend", "unregister_backend")  # from ctcbench.runtime.registry
 
 __version__ = "0.1.0"
 
@@ -48,3 +43,14 @@ __all__ = [
     "register_backend",
     "unregister_backend",
 ]
+
+
+def __getattr__(name: str):
+    if name in _REGISTRY_NAMES:
+        from ctcbench.runtime import registry
+        return getattr(registry, name)
+    raise AttributeError(f"module 'ctcbench' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

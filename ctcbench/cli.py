@@ -222,6 +222,8 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
     """Time forward+backward and peak memory of every backend over a size grid."""
     from ctcbench.bench.run import bench as run_bench, format_table, records
     from ctcbench.files import to_json
+    from ctcbench.runtime.threads import thread_counts
+    threads = thread_counts(threads, "--threads")  # the error names the option
     result = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
                        dtype=dtype, out=out, resume=resume, baseline=baseline, fail_on=fail_on)
     rows = records(result.rows)

@@ -73,7 +73,7 @@ class NeedsMissingPackage:
     isolated = True
 
     def __init__(self):
-        from ctcbench.runtime.registry import BackendUnavailable
+        from ctcbench.runtime.protocol import BackendUnavailable
         raise BackendUnavailable("package 'not-a-real-ctc-package' is not installed",
                                  "pip install not-a-real-ctc-package")
 
@@ -102,7 +102,7 @@ class RaisesOnRequest(NumpyBackend):
     isolated = True
 
     def run(self, problem):
-        from ctcbench.runtime.registry import UnsupportedProblem
+        from ctcbench.runtime.protocol import UnsupportedProblem
         if problem.dtype == "float16":
             raise UnsupportedProblem("raises-on-request computes in float32/float64, not float16")
         if problem.blank == 1:

@@ -28,11 +28,11 @@ import numpy as np
 
 from ctcbench.bench.sizes import Size, make_problem
 from ctcbench.errors import expect
-from ctcbench.runtime.protocol import as_result, kernel_call
-from ctcbench.runtime.registry import (BackendFailure, BackendUnavailable, UnsupportedProblem, backend_names,
-                               get_backend)
+from ctcbench.runtime.protocol import (BackendFailure, BackendUnavailable, UnsupportedProblem,
+                                       as_result, kernel_call)
+from ctcbench.runtime.registry import backend_names, get_backend
+from ctcbench.runtime.threads import use_threads
 from ctcbench.runtime.timing import CallTimes, time_calls, timed
-from ctcbench.runtime.worker import THREADS_ENV
 
 REFERENCE = "torch"  # every ratio is to this backend, measured in the same run
 
@@ -46,11 +46,9 @@ def set_threads(n: int) -> dict:
     environment variables are set, which only reach libraries loaded after this call.
     ``CTCBENCH_THREADS`` is set too, so isolated backends' workers started later use ``n``.
     """
-    expect(isinstance(n, int) and n >= 1, "threads", "an integer >= 1", n)
-    done = {"threads": n}
     # CTCBENCH_THREADS reaches the frameworks' own thread pools in worker processes (TF, JAX)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", THREADS_ENV):
-        os.environ[var] = str(n)
+    n = use_threads(n)
+    done = {"threads": n}
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:

@@ -28,8 +28,7 @@ from ctcbench.caselib.builders import Variant, to_problem, variants
 from ctcbench.caselib.library import Case
 from ctcbench.caselib.expected import Answer, known_answer
 from ctcbench.compare import extra
-from ctcbench.runtime.protocol import run_takes
-from ctcbench.runtime.registry import BackendFailure, UnsupportedProblem
+from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem, run_takes
 
 REFERENCE = "numpy"
 STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",

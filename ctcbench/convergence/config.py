@@ -215,7 +215,7 @@ def check_run(base, grid) -> None:
     model, and whether the CTC backend runs here. Raises ``ConfigError``."""
     from ctcbench.convergence.ctc import ctc_loss_fn
     from ctcbench.convergence.train import check_fits
-    from ctcbench.runtime.registry import BackendUnavailable
+    from ctcbench.runtime.protocol import BackendUnavailable
     for s in settings():
         if s.grid:
             values = getattr(grid, s.grid)

@@ -13,16 +13,13 @@ see ``ctcbench.runtime.worker``; a crash or hang there raises :class:`BackendCra
 """
 from __future__ import annotations
 
-import importlib
 import warnings
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from ctcbench.runtime.protocol import (  # noqa: F401  (re-exported where they used to live)
-    BackendCrashed,
-    BackendFailure,
+from ctcbench.runtime.factory import factory_spec, load_factory
+from ctcbench.runtime.protocol import (
     BackendResult,
-    BackendTimeout,
     BackendTraits,
     BackendUnavailable,
     UnsupportedProblem,
@@ -106,16 +103,6 @@ def register(name: str, factory, *, overwrite: bool = False) -> None:
     register_backend(name, factory, replace=overwrite)
 
 
-def load_factory(target):
-    """The class or factory a table entry (``"module:attr"``, entry point, callable) names."""
-    if isinstance(target, str):
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)
-    if hasattr(target, "load") and hasattr(target, "group"):  # an EntryPoint
-        return target.load()
-    return target
-
-
 def backend_names() -> list[str]:
     return sorted(_table())
 
@@ -139,21 +126,8 @@ def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
     worker = None
     if isolated if isolated is not None else traits.isolated:
         from ctcbench.runtime.worker import IsolatedBackend
-        worker = IsolatedBackend(name, _spec(table[name], factory), traits)
+        worker = IsolatedBackend(name, factory_spec(table[name], factory), traits)
     return LoadedBackend(name, impl, traits, worker)
-
-
-def _spec(target, factory) -> str:
-    """``"module:attr"`` a worker process can import to rebuild the backend."""
-    if isinstance(target, str):
-        return target
-    if hasattr(target, "load") and hasattr(target, "group"):  # an EntryPoint
-        return target.value
-    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
-    if module is None or "<" in qualname or module == "__main__":
-        raise ValueError(f"backend factory {factory!r}: expected an importable module-level class "
-                         f"or function (or a 'module:attr' string) to run it isolated")
-    return f"{module}:{qualname}"
 
 
 class LoadedBackend:

@@ -1,34 +1,18 @@
 """Run a backend in its own long-lived worker process, so a crash or a hang costs one case.
 
-Why: some frameworks cannot share a process (importing TensorFlow and Paddle together
-segfaults), a native kernel can segfault or abort on a bad problem, and a framework import
-or JIT compilation is too slow to repeat per case. So each isolated backend gets one worker
-process, started on first use and kept for the whole run (import and compilation are paid
-once); a worker that dies or hangs is recorded for that case and restarted on the next one.
+Some frameworks cannot share a process, a native kernel can segfault on a bad problem, and a
+framework import or JIT compilation is too slow to repeat per case: so an isolated backend
+(``isolated = True``, or ``get_backend(name, isolated=True)``) gets one worker, started on
+first use and kept for the run. A worker that dies raises
+:class:`~ctcbench.runtime.protocol.BackendCrashed` (``.signal`` or ``.exitcode``), one that
+does not answer within ``timeout_s`` is killed and raises
+:class:`~ctcbench.runtime.protocol.BackendTimeout`; the next request starts a fresh one.
+Exceptions the backend raises come back as themselves or as :class:`WorkerError`.
 
-Opting in: a backend class sets ``isolated = True`` (optionally ``timeout_s`` per problem
-and ``startup_timeout_s``, and a ``prepare()`` method the worker calls once at start, e.g. to
-import the framework; see :class:`~ctcbench.runtime.protocol.BackendTraits`). ``get_backend(name, isolated=True)`` isolates any backend, and
-``isolated=False`` runs an isolated one in-process. The backend's constructor runs in both
-processes, so it must stay cheap (check availability, import nothing heavy).
-
-Failures, raised by ``run`` after the worker has been cleaned up:
-  * :class:`~ctcbench.runtime.protocol.BackendCrashed` (``status = "crashed"``): the process died;
-    ``.signal`` is e.g. ``"SIGSEGV"`` or ``"SIGABRT"``, else ``.exitcode``;
-  * :class:`~ctcbench.runtime.protocol.BackendTimeout` (``status = "timeout"``): no answer within
-    ``timeout_s``; the process was killed.
-Exceptions the backend raises in the worker come back as themselves
-(``UnsupportedProblem``, ``BackendUnavailable``, ``ValueError``, ``TypeError``) or as
-:class:`WorkerError` carrying the remote traceback.
-
-Protocol (no pickle): the parent runs ``python -m ctcbench.runtime.worker SPEC NAME`` with pipes;
-each message is a length-prefixed JSON header plus a length-prefixed ``.npz`` blob of
-arrays, loaded with ``allow_pickle=False``. Requests: ``run`` (one call; the reply carries
-the loss, the gradient and ``run_s``, the call's seconds inside the worker) and ``bench``
-(the timing loop of :mod:`ctcbench.runtime.timing` run inside the worker on a problem sent once and
-kept; the reply carries only the times). The worker keeps the real stdout for the
-protocol and points file descriptor 1 at stderr, so a framework that prints cannot corrupt
-it; the worker's stderr goes to a temporary file whose tail is quoted when it crashes.
+The protocol (``python -m ctcbench.runtime.worker SPEC NAME``, length-prefixed JSON headers and
+``.npz`` arrays over pipes, no pickle; requests ``run`` and ``bench``) is described in
+docs/backends-and-plugins.md. This module imports no registry: the worker rebuilds its
+backend from ``SPEC`` with :func:`ctcbench.runtime.factory.load_factory`.
 """
 from __future__ import annotations
 
@@ -56,9 +40,8 @@ from ctcbench.runtime.protocol import (
     UnsupportedProblem,
     kernel_call,
 )
+from ctcbench.runtime.threads import requested, worker_env
 from ctcbench.runtime.timing import CallTimes, time_calls
-
-THREADS_ENV = "CTCBENCH_THREADS"  # when set, workers and adapters use this many threads
 
 
 class WorkerError(RuntimeError):
@@ -125,8 +108,8 @@ def _problem_arrays(problem, grad_weights, op: str = "run") -> tuple[dict, dict]
 def _serve(spec: str, name: str) -> int:
     import faulthandler
 
+    from ctcbench.runtime.factory import load_factory
     from ctcbench.runtime.protocol import as_result
-    from ctcbench.runtime.registry import load_factory
 
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # stray prints from frameworks go to stderr, not into the protocol
@@ -209,10 +192,7 @@ class _Worker:
         env = dict(os.environ)
         # The child must import what the parent can (e.g. a plugin module found via sys.path).
         env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
-        self.threads = threads = env.get(THREADS_ENV)  # read by the worker's frameworks at start
-        if threads:
-            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-                env[var] = threads
+        self.threads = worker_env(env)  # read by the worker's frameworks at start
         self.proc = subprocess.Popen([sys.executable, "-m", "ctcbench.runtime.worker", spec, name],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, env=env)
@@ -343,7 +323,7 @@ class IsolatedBackend:
     def _worker(self) -> _Worker:
         key = (self.spec, self.name)
         worker = _workers.get(key)
-        if worker is not None and worker.alive() and worker.threads != os.environ.get(THREADS_ENV):
+        if worker is not None and worker.alive() and worker.threads != requested():
             worker.close()  # started for another thread count (bench --threads 1,2)
         if worker is None or not worker.alive():
             _workers.pop(key, None)

@@ -10,7 +10,7 @@ from ctcbench import CTCProblem, get_backend  # noqa: E402
 from ctcbench.caselib.builders import to_problem, variants  # noqa: E402
 from ctcbench.caselib.library import load_cases  # noqa: E402
 from ctcbench.core import oracles  # noqa: E402
-from ctcbench.runtime.worker import THREADS_ENV  # noqa: E402
+from ctcbench.runtime.threads import THREADS_ENV  # noqa: E402
 from conftest import check_against_brute_force, random_problem  # noqa: E402
 
 

@@ -18,8 +18,9 @@ from ctcbench import (
     unregister_backend,
 )
 from ctcbench.core import oracles
+from ctcbench.runtime.factory import load_factory
 from ctcbench.runtime.protocol import run_takes
-from ctcbench.runtime.registry import BUILTIN_BACKENDS, backend_names, load_factory
+from ctcbench.runtime.registry import BUILTIN_BACKENDS, backend_names
 
 # The defaults as the protocol documents them, written out here, not read from the code.
 DOCUMENTED_DEFAULTS = {"isolated": False, "dtypes": None, "device": "cpu", "known_issues": {},

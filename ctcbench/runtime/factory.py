@@ -1,0 +1,37 @@
+"""How a backend's factory is named and found: the one piece the registry (in this process)
+and a worker process (rebuilding the backend there) share.
+
+A table entry is a ``"module:attr"`` string, an entry point, or the class or zero-argument
+function itself; a worker process gets the ``"module:attr"`` form only.
+"""
+from __future__ import annotations
+
+import importlib
+
+
+def _is_entry_point(target) -> bool:
+    return hasattr(target, "load") and hasattr(target, "group")
+
+
+def load_factory(target):
+    """The class or factory a table entry (``"module:attr"``, entry point, callable) names."""
+    if isinstance(target, str):
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+    if _is_entry_point(target):
+        return target.load()
+    return target
+
+
+def factory_spec(target, factory) -> str:
+    """``"module:attr"`` a worker process can import to rebuild the backend ``target`` names
+    (``factory``: what :func:`load_factory` made of it); a ValueError when there is none."""
+    if isinstance(target, str):
+        return target
+    if _is_entry_point(target):
+        return target.value
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if module is None or "<" in qualname or module == "__main__":
+        raise ValueError(f"backend factory {factory!r}: expected an importable module-level class "
+                         f"or function (or a 'module:attr' string) to run it isolated")
+    return f"{module}:{qualname}"
