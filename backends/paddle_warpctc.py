@@ -5,13 +5,12 @@ the argument's name ``log_probs``, it takes logits. Conventions: time-major ``(T
 int32 padded labels ``(N, L)``, int64 lengths, ``blank``; the gradient comes from Paddle's
 autograd w.r.t. the logits. Runs in float32 and float64.
 
-Traps, each refused rather than hidden (seen with paddlepaddle 3.3.1):
-  * an infeasible target gets loss 0 and a zero gradient instead of inf;
-  * an input of length 0 gets inf for an empty target (should be 0) and, in float64, heap
-    corruption ("corrupted size vs. prev_size") and a hang.
-A batch whose targets are all empty kills the process with SIGFPE; that one is left to the
-worker isolation (recorded as ``crashed``), as it corrupts nothing first.
-Why isolation: importing Paddle into a process that has imported TensorFlow segfaults.
+Refused with ``UnsupportedProblem``, since warp-ctc answers them wrongly: an infeasible
+target (loss 0 and a zero gradient, not inf) and an input of length 0 (inf for an empty
+target, heap corruption in float64). A batch whose targets are all empty crashes the
+process; that is left to the worker isolation (a ``crashed`` row), since it corrupts nothing
+first. What warp-ctc gets wrong on cases of the library is in ``cases/known_issues.toml``.
+It runs isolated because Paddle cannot be imported into a process that imported TensorFlow.
 """
 from __future__ import annotations
 
@@ -33,21 +32,6 @@ class WarpctcBackend:
     isolated = True
     dtypes = ("float32", "float64")
     packages = ("paddle",)  # import names whose versions a run records
-    # Upstream behaviour seen with paddlepaddle 3.3.1 (compare marks these rows "known").
-    known_issues = {
-        "empty_target/*": "SIGFPE when every target in the batch is empty",
-        "only_blank_class/*": "SIGFPE when every target in the batch is empty",
-        # the peers' cases where every target is empty: the same crash
-        "fl_ctc_empty_target/*": "SIGFPE when every target in the batch is empty",
-        "torch_empty_target/*": "SIGFPE when every target in the batch is empty",
-        "torch_ctc_loss_gradcheck_50_vary_zero_all/*": "SIGFPE when every target in the batch "
-                                                       "is empty",
-        "tf_single_class_blank_only/*": "SIGFPE when every target in the batch is empty",
-        "torch_critical_target_len/float32": "float32 gradient rows sum to ~3e-4, not 0, at "
-                                             "T=500, L=256 (float32 rounding; torch: within 1e-4)",
-        "peaked_logits_spread300*/float32": "wrong finite loss for logits spanning 300",
-        "long_target_l1000_t4000/float32": "float32 gradient error 0.33 at T=4000 (torch: 0.18)",
-    }
 
     def __init__(self):
         require(("paddle",), extra="paddle", packages="paddlepaddle is")

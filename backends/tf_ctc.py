@@ -1,19 +1,17 @@
 """Backends ``tf`` and ``tf-dense``: ``tf.nn.ctc_loss``, each run in a worker process.
 
-``tf``: sparse labels select TensorFlow's C++ ``CTCLoss`` kernel (the Graves/TF path:
-softmax inside, gradient w.r.t. the logits; ``tf.nn.ctc_loss`` moves a blank other than
-the last class into place for it). float32 runs as a ``tf.function``; float64 runs eagerly
-(recorded in the notes).
+``tf``: sparse labels select TensorFlow's C++ ``CTCLoss`` kernel (softmax inside, gradient
+w.r.t. the logits; ``tf.nn.ctc_loss`` moves a blank other than the last class into place for
+it). float32 runs as a ``tf.function``, float64 eagerly (recorded in the notes).
 
-``tf-dense``: dense padded labels select TensorFlow's pure-TF implementation
-(``ctc_loss_dense``, log-space, custom gradient). It is float32 only: in float64 it fails on
-an internal float32 constant.
+``tf-dense``: dense padded labels select TensorFlow's pure-TF ``ctc_loss_dense`` (log-space,
+custom gradient), float32 only.
 
-Conventions both want: logits time-major ``(T, N, C)`` (log_softmax applied inside),
-``blank_index``, int32 labels and ``logit_length``; padded frames are zeroed, since the
-kernel reads them. Traps, each refused rather than hidden: the C++ kernel raises on an
-empty target ("Labels length is zero") and on an infeasible one ("Not enough time for target
-transition sequence"); the dense path returns a finite loss (hundreds) for an infeasible one.
+Both want logits time-major ``(T, N, C)`` (log_softmax applied inside), ``blank_index``,
+int32 labels and ``logit_length``; padded frames are zeroed, since the kernel reads them.
+Problems TensorFlow would answer wrongly or not at all (an empty target for the C++ kernel,
+an infeasible target for both) are refused with ``UnsupportedProblem``; what it gets wrong
+on cases of the library is in ``cases/known_issues.toml``.
 """
 from __future__ import annotations
 
@@ -36,20 +34,6 @@ class TFBackend:
     dtypes = ("float32", "float64")
     packages = ("tensorflow",)  # import names whose versions a run records
     dense = False
-    # Upstream behaviour seen with tensorflow-cpu 2.21 (compare marks these rows "known").
-    known_issues = {
-        "*/float64": "the C++ kernel adds log-probabilities in float32 (log1pf/expf) even for "
-                     "float64: ~1e-8 loss and ~1e-7 gradient error",
-        "peaked_logits_spread300*/float32": "loss inf: the float32 kernel takes the log of "
-                                            "softmax probabilities, which underflow to 0",
-        "long_target_l1000_t4000/float32": "float32 gradient error 0.33 at T=4000 (torch: 0.18)",
-        # float32 gradients ~1e-3 off a float64 central difference, where torch is within 1e-4
-        "fl_batching_target_sz_sqrt/float32": "float32 gradient ~2e-3 off the finite difference",
-        "tf_ctc_loss_v2/float32": "float32 gradient ~1e-3 off the finite difference",
-        "warpctc_grad_check_*/float32": "float32 gradient ~2e-3 off the finite difference",
-        "torch_critical_target_len/float32": "float32 gradient rows sum to ~3e-4, not 0, at "
-                                             "T=500, L=256 (float32 rounding; torch: within 1e-4)",
-    }
 
     def __init__(self):
         require(("tensorflow",), extra="tf", packages="tensorflow-cpu is")
@@ -145,13 +129,8 @@ class TFDenseBackend(TFBackend):
 
     name = "tf-dense"
     dense = True
-    timeout_s = 60.0  # its Python-level loop needs minutes at T = 4000, L = 1000
-    known_issues = {
-        "peaked_logits_spread300_long/float32": "wrong finite loss (about half the answer) "
-                                                "for logits spanning 300 over long inputs",
-        "long_target_l1000_t4000/float32": "needs more than 60 s at T=4000, L=1000",
-    }
-    dtypes = ("float32",)  # float64: "cannot compute Mul as input #1 ... double ... float"
+    timeout_s = 60.0  # its Python-level loop is slow on long inputs; fail those, do not wait
+    dtypes = ("float32",)  # float64 fails inside TF on an internal float32 constant
     _infeasible_behaviour = "the dense path returns a finite loss (hundreds) with a gradient"
 
     def _labels(self, problem: CTCProblem):

@@ -10,10 +10,10 @@ Each row is checked twice:
 Status: ``ok``; ``mismatch`` (a check failed: the reason says which, by how much, where);
 ``error`` (the backend raised); ``crashed`` / ``timeout`` (an isolated backend's worker
 process died, e.g. of SIGSEGV, or hung; it is restarted and the run goes on); ``known`` (a
-failure the backend lists in its ``known_issues``, ``{"case-glob/dtype-glob": why}``: an
-upstream bug that is recorded with its numbers but does not fail the gate); ``unsupported``
-(``UnsupportedProblem``, a dtype the backend does not list, or an upstream gradient its
-``run`` does not take); ``skipped`` (the backend cannot run here, with its reason).
+failure listed in ``cases/known_issues.toml`` for a built-in backend, or in a plugin's
+``known_issues``: an upstream bug recorded with its numbers that does not fail the gate);
+``unsupported`` (``UnsupportedProblem``, a dtype the backend does not list, or an upstream
+gradient its ``run`` does not take); ``skipped`` (the backend cannot run here, with its reason).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ import numpy as np
 from ctcbench.caselib.builders import Variant, to_problem, variants
 from ctcbench.caselib.library import Case
 from ctcbench.caselib.expected import Answer, known_answer
+from ctcbench.caselib.known import known_issue
 from ctcbench.compare import extra
 from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem, run_takes
 
@@ -170,16 +171,27 @@ class _Checks:
         return err
 
 
+def known_reason(backend, case: str, dtype: str) -> str | None:
+    """Why ``backend`` is known to fail on (case, dtype): the known-issues table of the
+    library (built-in backends, by name), then the backend's own ``known_issues`` (plugins)."""
+    issue = known_issue(backend.name, case, dtype)
+    if issue is not None:
+        return issue.reason
+    for pattern, why in backend.traits.known_issues.items():
+        if fnmatch.fnmatchcase(f"{case}/{dtype}", pattern):
+            return why
+    return None
+
+
 def check(backend, prep: Prepared, ref) -> dict:
-    """Run ``backend`` on every variant of a prepared case and fill one row; a failure the
-    backend declares in ``known_issues`` becomes status ``known``, its numbers kept."""
+    """Run ``backend`` on every variant of a prepared case and fill one row; a failure that is
+    a known issue (:func:`known_reason`) becomes status ``known``, its numbers kept."""
     row = _check(backend, prep, ref)
     if row["status"] in FAILING:
-        key = f"{row['case']}/{row['dtype']}"
-        for pattern, why in backend.traits.known_issues.items():
-            if fnmatch.fnmatchcase(key, pattern):
-                return {**row, "status": "known",
-                        "reason": f"known {row['status']}: {why} | {row.get('reason') or ''}"}
+        why = known_reason(backend, row["case"], row["dtype"])
+        if why is not None:
+            return {**row, "status": "known",
+                    "reason": f"known {row['status']}: {why} | {row.get('reason') or ''}"}
     return row
 
 

@@ -217,7 +217,8 @@ class BackendTraits:
     dtypes: tuple[str, ...] | None = None
     # where it computes, the "device" column of every row
     device: str = "cpu"
-    # upstream bugs: {"case/dtype" glob: why}; compare records a failure there as "known"
+    # for plugins, their upstream bugs: {"case-glob/dtype-glob": why}; compare records a failure
+    # there as "known" (the built-in backends' are data, in cases/known_issues.toml)
     known_issues: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # import names whose distribution versions a run records, beyond the backend's own module
     packages: tuple[str, ...] = ()

@@ -29,7 +29,8 @@ DOCUMENTED_DEFAULTS = {"isolated": False, "dtypes": None, "device": "cpu", "know
                        "takes_exact_shape": False}
 
 F32_64 = ("float32", "float64")
-# What each built-in adapter declares (from its source); everything else is the default.
+# What each built-in adapter declares (from its source); everything else is the default. No
+# built-in declares known_issues: theirs are data, in cases/known_issues.toml.
 BUILTIN_DECLARED = {
     "numpy": {"takes_grad_weights": True},
     "numba": {"takes_grad_weights": True},
@@ -39,12 +40,11 @@ BUILTIN_DECLARED = {
     "optax": {"isolated": True, "dtypes": F32_64, "packages": ("jax", "jaxlib", "optax"),
               "prepare": "method", "takes_grad_weights": True, "takes_exact_shape": True},
     "tf": {"isolated": True, "dtypes": F32_64, "packages": ("tensorflow",),
-           "known_issues": "declared", "prepare": "method", "takes_grad_weights": True},
+           "prepare": "method", "takes_grad_weights": True},
     "tf-dense": {"isolated": True, "dtypes": ("float32",), "packages": ("tensorflow",),
-                 "timeout_s": 60.0, "known_issues": "declared", "prepare": "method",
-                 "takes_grad_weights": True},
+                 "timeout_s": 60.0, "prepare": "method", "takes_grad_weights": True},
     "warpctc": {"isolated": True, "dtypes": F32_64, "packages": ("paddle",),
-                "known_issues": "declared", "prepare": "method", "takes_grad_weights": True},
+                "prepare": "method", "takes_grad_weights": True},
 }
 
 
@@ -104,9 +104,6 @@ def test_builtin_adapter_is_a_backend_with_its_declared_traits(name):
         got = getattr(traits, trait)
         if expected == "method":
             assert got is not None and got.__func__ is type(impl).prepare, trait
-        elif expected == "declared":  # a table of upstream bugs: the class's own, as given
-            assert dict(got) == type(impl).known_issues and got, trait
-            assert all("/" in pattern for pattern in got)
         else:
             assert (dict(got) if trait == "known_issues" else got) == expected, trait
 
