@@ -138,7 +138,7 @@ def _arrays(build: dict, case: str) -> Raw:
 
 def _target(sample: dict, C: int, blank: int, rng, where: str) -> list[int]:
     if "target" in sample:
-        return fields.int_list(sample["target"], f"{where}.target", lo=0, hi=C - 1, not_=blank)
+        return fields.int_list(sample["target"], f"{where}.target", lo=0, hi=C - 1, blank=blank)
     if "L" not in sample:
         raise ValueError(f"{where}: expected 'target' (labels) or 'L' (a length "
                          f"for random labels) in every sample, got keys {sorted(sample)}")

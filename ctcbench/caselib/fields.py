@@ -52,12 +52,16 @@ def number(value, where: str, *, lo: float | None = None, hi: float | None = Non
     return value
 
 
-def int_list(value, where: str, *, lo: int, hi: int, not_: int | None = None) -> list[int]:
-    """A list of ints in ``[lo, hi]`` (none equal to ``not_``)."""
-    want = f"a list of integers in [{lo}, {hi}]" + (f" other than {not_}" if not_ is not None else "")
+def int_list(value, where: str, *, lo: int, hi: int, blank: int | None = None) -> list[int]:
+    """A list of ints in ``[lo, hi]``, none equal to ``blank`` (a label is never the blank)."""
+    want = f"a list of integers in [{lo}, {hi}]" + (
+        f" other than the blank ({blank})" if blank is not None else "")
     if not isinstance(value, list) or not all(_is_int(v) for v in value):
         fail(where, want, repr(value))
-    bad = [v for v in value if v < lo or v > hi or v == not_]
+    blanks = [v for v in value if v == blank]
+    if blanks:
+        fail(where, want, f"{value!r}, where {blank} is the blank (the blank is no label)")
+    bad = [v for v in value if v < lo or v > hi]
     if bad:
         fail(where, want, f"{value!r} (bad: {bad})")
     return [int(v) for v in value]

@@ -327,6 +327,9 @@ class Unavailable:
 @pytest.mark.parametrize("args", [
     ["--backend", "numpy", "--case", "uniform_long_t2000", "--dtype", "float16"],  # not its dtype
     ["--backend", "nowhere", "--case", "tf_basic"],  # the only backend cannot run here
+    # the API's own refusals of bad input pass, but they check no backend
+    ["--backend", "nowhere", "--case", "tf_basic", "--case", "tf_rank_too_small",
+     "--case", "torch_ctc_loss_error_empty"],
 ])
 def test_a_run_that_checks_nothing_fails(register_backends, tmp_path, args):
     """A gate must not pass on nothing: no row checked -> exit 1, a clear error, checked 0."""

@@ -1,0 +1,92 @@
+"""The import graph of ctcbench, read from the source: each part imports only parts of its own
+layer or of layers to its left (docs/layout.md), and no two parts import each other."""
+from __future__ import annotations
+
+import ast
+import itertools
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# docs/layout.md, "Layers": left to right. A part is a module or subpackage of ctcbench.
+LAYERS = (
+    ("errors", "files", "environment", "progress", "formatting", "plotting"),
+    ("core",),
+    ("runtime", "backends"),
+    ("caselib", "cases", "torch"),
+    ("runs",),
+    ("doctor",),
+    ("compare", "bench", "fuzz", "convergence"),
+    ("report",),
+    ("drivers",),
+    ("cli", "cli_docs", ""),  # "": the package itself, the public API
+)
+LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+
+
+def part(module: str) -> str:
+    """``ctcbench.compare.run`` -> ``compare``; ``ctcbench`` -> ``""``."""
+    names = module.split(".")
+    return names[1] if len(names) > 1 else ""
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in [*ROOT.glob("ctcbench/**/*.py"), *ROOT.glob("backends/*.py")]:
+        names = list(path.relative_to(ROOT).with_suffix("").parts)
+        if names[0] == "backends":
+            names = ["ctcbench", *names]
+        if names[-1] == "__init__":
+            names = names[:-1]
+        found[".".join(names)] = path
+    return found
+
+
+MODULES = modules()
+
+
+def imports(path: Path) -> set[str]:
+    """Every ctcbench module ``path`` imports, at the top or inside a function."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "ctcbench":  # submodules too
+            names = [f"ctcbench.{a.name}" if f"ctcbench.{a.name}" in MODULES else "ctcbench"
+                     for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        out |= {n for n in names if n == "ctcbench" or n.startswith("ctcbench.")}
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        edges.setdefault(part(module), set()).update(
+            part(m) for m in imports(path) if part(m) != part(module))
+    return edges
+
+
+def test_every_part_has_a_layer():
+    assert set(graph()) <= set(LAYER), set(graph()) - set(LAYER)
+
+
+def test_no_part_imports_a_later_layer():
+    wrong = [f"{a} (layer {LAYER[a]}) imports {b} (layer {LAYER[b]})"
+             for a, targets in graph().items() for b in targets if LAYER[b] > LAYER[a]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_two_parts_import_each_other():
+    edges = graph()
+    both = [(a, b) for a, b in itertools.combinations(sorted(edges), 2)
+            if b in edges[a] and a in edges.get(b, ())]
+    assert not both
+
+
+def test_the_check_can_fail():
+    """The graph reader sees an import made inside a function (as the drivers' lazy ones are)."""
+    assert "ctcbench.report" in imports(ROOT / "ctcbench" / "drivers.py")
