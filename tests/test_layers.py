@@ -22,6 +22,8 @@ LAYERS = (
     ("cli", "cli_docs", ""),  # "": the package itself, the public API
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+DRIVERS = ("doctor", "compare", "bench", "fuzz", "convergence")  # they and report know nothing
+# of each other: ctcbench.drivers hands each kind's page context to the renderer
 
 
 def part(module: str) -> str:
@@ -85,6 +87,13 @@ def test_no_two_parts_import_each_other():
     both = [(a, b) for a, b in itertools.combinations(sorted(edges), 2)
             if b in edges[a] and a in edges.get(b, ())]
     assert not both
+
+
+def test_drivers_and_report_do_not_import_each_other():
+    edges = graph()
+    wrong = [(a, b) for a in DRIVERS for b in ("report",) if b in edges.get(a, ())]
+    wrong += [("report", d) for d in DRIVERS if d in edges.get("report", ())]
+    assert not wrong
 
 
 def test_the_check_can_fail():
