@@ -1,19 +1,16 @@
 """Where bench's clock runs: inside the worker for isolated backends (the round trip is a
-column of its own), exact shapes for optax, ns per DP cell, one row per thread count."""
+column of its own), exact shapes for optax, ns per DP cell."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from click.testing import CliRunner
 
 from ctcbench import BackendUnavailable
 from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
 from ctcbench.bench.sizes import Size
-from ctcbench.cli import cli
 from timing_backends import (SLEEP_S, ConvertsForAHundredMs, ConvertsForAHundredMsIsolated,
                              SleepsFiftyMs)
 
@@ -111,20 +108,3 @@ def test_optax_exact_shape_compiles_for_the_problem_not_a_bucket():
         logs[mode] = out.stdout
     assert "float64[3,21,5]" in logs["exact"] and "float64[4,64,8]" not in logs["exact"]
     assert "float64[4,64,8]" in logs["bucket"]
-
-
-def test_threads_list_makes_one_row_per_count_and_a_scaling_plot(tmp_path, tiny_grid):
-    """--threads 1,2: every backend has a row at 1 and at 2 threads; thread_scaling.png and
-    ns_per_cell_vs_T.png are written; a bad list is one clear error."""
-    out = tmp_path / "run"
-    result = CliRunner().invoke(cli, ["bench", "--grid", str(tiny_grid), "--backend", "numpy",
-                                      "--repeat", "1", "--threads", "1,2", "--out", str(out),
-                                      "--format", "json"])
-    assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
-    assert sorted((r["backend"], r["threads"]) for r in rows) == [
-        ("numpy", 1), ("numpy", 2), ("torch", 1), ("torch", 2)]
-    assert (out / "thread_scaling.png").is_file() and (out / "ns_per_cell_vs_T.png").is_file()
-    bad = CliRunner().invoke(cli, ["bench", "--grid", str(tiny_grid), "--threads", "1,zero",
-                                   "--out", str(tmp_path / "x")])
-    assert bad.exit_code == 1 and "threads: expected a count >= 1" in bad.stderr

@@ -121,21 +121,6 @@ def test_missing_folder_is_a_clear_error(tmp_path):
         load_cases([tmp_path])
 
 
-def test_cases_command_lists_library_and_user_folders(tmp_path):
-    """`ctcbench cases` lists every case (table and JSON); a bad folder is a clean CLI error."""
-    runner = CliRunner()
-    res = runner.invoke(cli, ["cases", "--format", "json"])
-    assert res.exit_code == 0, res.output
-    rows = json.loads(res.stdout)
-    assert len(rows) == len(load_cases()) and rows[0]["provenance"]
-    table = runner.invoke(cli, ["cases"])
-    assert "published/tf_basic" in table.stdout
-    (tmp_path / "bad.toml").write_text(MINIMAL.format(name="x", oracle="magic"))
-    res = runner.invoke(cli, ["cases", "--cases", str(tmp_path)])
-    assert res.exit_code == 1 and "expect.oracle: expected one of" in res.output
-    assert "Traceback" not in res.output
-
-
 @pytest.mark.parametrize("file, text, message", [
     ("bad.json", '{"case": [1]}', "bad.json: a case: expected a table, got int 1"),
     ("bad.toml", MINIMAL.format(name="x", oracle="brute_force").replace(

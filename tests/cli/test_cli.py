@@ -3,6 +3,7 @@ import json
 
 from click.testing import CliRunner
 
+from ctcbench.caselib.library import load_cases
 from ctcbench.cli import cli
 
 
@@ -27,3 +28,34 @@ def test_unknown_option_is_a_usage_error():
     """A wrong --format value is rejected by click with exit code 2."""
     result = CliRunner().invoke(cli, ["backends", "--format", "xml"])
     assert result.exit_code == 2 and "xml" in result.output
+
+
+BAD_ORACLE = """
+[[case]]
+name = "x"
+description = "one sample"
+provenance = "test"
+[case.build]
+generator = "random"
+C = 3
+[[case.build.sample]]
+target = [1]
+T = 2
+[case.expect]
+oracle = "magic"
+"""
+
+
+def test_cases_command_lists_library_and_user_folders(tmp_path):
+    """`ctcbench cases` lists every case (table and JSON); a bad folder is a clean CLI error."""
+    runner = CliRunner()
+    res = runner.invoke(cli, ["cases", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert len(rows) == len(load_cases()) and rows[0]["provenance"]
+    table = runner.invoke(cli, ["cases"])
+    assert "published/tf_basic" in table.stdout
+    (tmp_path / "bad.toml").write_text(BAD_ORACLE)
+    res = runner.invoke(cli, ["cases", "--cases", str(tmp_path)])
+    assert res.exit_code == 1 and "expect.oracle: expected one of" in res.output
+    assert "Traceback" not in res.output

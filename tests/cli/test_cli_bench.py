@@ -1,4 +1,5 @@
-"""`ctcbench bench` through the real CLI: outputs, files, baseline failures, bad options."""
+"""`ctcbench bench` through the real CLI: outputs, files, thread counts, baseline failures, bad
+options."""
 from __future__ import annotations
 
 import json
@@ -90,3 +91,18 @@ def test_a_baseline_that_is_not_text_is_named(run, tmp_path, tiny_grid):
     assert result.exit_code == 1
     assert "baseline" in result.stderr and "expected a UTF-8 text file" in result.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_threads_list_makes_one_row_per_count_and_a_scaling_plot(run, tmp_path, tiny_grid):
+    """--threads 1,2: every backend has a row at 1 and at 2 threads; thread_scaling.png and
+    ns_per_cell_vs_T.png are written; a bad list is one clear error."""
+    out = tmp_path / "run"
+    result = run("--grid", str(tiny_grid), "--backend", "numpy", "--repeat", "1",
+                 "--threads", "1,2", "--out", str(out), "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert sorted((r["backend"], r["threads"]) for r in rows) == [
+        ("numpy", 1), ("numpy", 2), ("torch", 1), ("torch", 2)]
+    assert (out / "thread_scaling.png").is_file() and (out / "ns_per_cell_vs_T.png").is_file()
+    bad = run("--grid", str(tiny_grid), "--threads", "1,zero", "--out", str(tmp_path / "x"))
+    assert bad.exit_code == 1 and "threads: expected a count >= 1" in bad.stderr
