@@ -11,7 +11,7 @@ from ctcbench import BackendUnavailable, UnsupportedProblem
 from ctcbench.backends.numpy_ref import NumpyBackend
 from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
 from ctcbench.bench.run import bench, records
-from ctcbench.bench.sizes import GRIDS, TARGET_SIZES, Size, load_grid, make_problem
+from ctcbench.bench.sizes import Size, load_grid, make_problem
 from ctcbench.core.oracles import uniform_loss
 
 
@@ -57,24 +57,39 @@ def extra_backends(register_backends):
         register_backends(name, factory)
 
 
-def test_default_grid_sweeps_T_L_C_N_and_holds_the_target_sizes():
-    """The default grid varies each of T, L, C (up to 5000), N with the others fixed."""
-    sizes = GRIDS["default"]
-    for letter in "TLCN":
-        others = [l for l in "TNCL" if l != letter]
-        groups = {}
-        for s in sizes:
-            groups.setdefault(tuple(getattr(s, o) for o in others), set()).add(getattr(s, letter))
-        assert max(len(v) for v in groups.values()) >= 3, letter
-    assert max(s.C for s in sizes) == 5000
-    assert set(TARGET_SIZES) <= set(sizes)
+# docs/bench.md, "Measured speed": the four sizes the NumPy-vs-torch targets are stated at.
+DOCUMENTED_TARGETS = {Size(1000, 32, 100, 200), Size(200, 16, 50, 40), Size(50, 8, 20, 10),
+                      Size(1000, 8, 5000, 100)}
+# docs/bench.md, "Grids": the default grid sweeps each letter over this range around one size.
+DEFAULT_CENTRE = Size(200, 16, 50, 40)
+DEFAULT_RANGES = {"T": (50, 800), "L": (10, 80), "C": (20, 5000), "N": (1, 64)}
+
+
+def test_default_grid_is_the_documented_sweeps_plus_the_target_sizes():
+    """As docs/bench.md says: 16 sizes, each of T, L, C, N swept over its range (at least three
+    values) around T=200 N=16 C=50 L=40 with the others fixed, plus the four target sizes;
+    the `targets` grid is exactly those four."""
+    sizes = load_grid("default")
+    assert len(sizes) == len(set(sizes)) == 16
+    for letter, (lo, hi) in DEFAULT_RANGES.items():
+        others = [o for o in "TNCL" if o != letter]
+        swept = {getattr(s, letter) for s in sizes
+                 if all(getattr(s, o) == getattr(DEFAULT_CENTRE, o) for o in others)}
+        assert len(swept) >= 3 and (min(swept), max(swept)) == (lo, hi), (letter, swept)
+    assert DOCUMENTED_TARGETS <= set(sizes)
+    targets = load_grid("targets")
+    assert len(targets) == 4 and set(targets) == DOCUMENTED_TARGETS
     assert Size(1000, 32, 100, 200).cells == 1000 * 32 * 401
 
 
 def test_load_grid_reads_json_and_csv_and_names_bad_fields(tmp_path):
-    """Grid files load as sizes; a bad row gets an 'expected X, got Y' error naming it."""
+    """Grid files load as exactly the sizes written, in order; a bad row gets an 'expected X,
+    got Y' error naming it."""
     (tmp_path / "g.csv").write_text("T,N,C,L\n30,2,6,5\n40,1,6,5\n")
     assert load_grid(str(tmp_path / "g.csv")) == [Size(30, 2, 6, 5), Size(40, 1, 6, 5)]
+    (tmp_path / "g.json").write_text('[{"T": 1000, "N": 8, "C": 5000, "L": 100}, '
+                                     '{"T": 7, "N": 3, "C": 2, "L": 0}]')
+    assert load_grid(str(tmp_path / "g.json")) == [Size(1000, 8, 5000, 100), Size(7, 3, 2, 0)]
     (tmp_path / "g.json").write_text('[{"T": 30, "N": 2, "C": 6}]')
     with pytest.raises(ValueError, match=r"row 1: expected fields T, N, C, L"):
         load_grid(str(tmp_path / "g.json"))
