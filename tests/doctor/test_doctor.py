@@ -10,11 +10,15 @@ import pytest
 import ctcbench
 from ctcbench import CTCProblem
 from ctcbench.doctor.diagnose import diagnose
-from ctcbench.doctor.input_checks import REDUCTION_RATIO
 from ctcbench.core.ctcmath import log_softmax
 from ctcbench.core.oracles import uniform_loss
 
 from conftest import random_problem, spike_paths, trained_log_probs
+
+# docs/doctor.md: the reduction note is for reduction="mean" over target lengths that differ >= 10x
+# (torch's mean divides each loss by its target length, clamped to 1, so a label of the shortest
+# sample weighs max/min times one of the longest).
+NOTED_LENGTH_RATIO = 10
 
 
 def _problem(rng, *, T=60, N=8, C=12, L=6, blank=0, full_length=True):
@@ -52,8 +56,9 @@ def test_well_formed_inputs_come_back_clean(seed):
             report = _diagnose(p, values)
             assert _problems(report) == set(), (T, N, C, blank, report)
             assert set(report.codes) <= {"reduction"}, (T, N, C, blank, report)
-            ratio = np.maximum(p.target_lengths, 1).max() / np.maximum(p.target_lengths, 1).min()
-            assert ("reduction" in report.codes) == (N > 1 and ratio >= REDUCTION_RATIO)
+            per_label = 1 / np.maximum(p.target_lengths, 1)  # torch's mean weight per label
+            ratio = per_label.max() / per_label.min()
+            assert ("reduction" in report.codes) == (N > 1 and ratio >= NOTED_LENGTH_RATIO)
             assert report.ok
 
 
@@ -302,6 +307,37 @@ def test_mean_reduction_over_very_different_target_lengths_is_noted(rng):
     assert "no problems found (notes below)" in str(report)
     assert report.findings[0].evidence["weight_ratio"] == 30
     assert diagnose(lp, **kw, reduction="sum").codes == []
+
+
+@pytest.mark.parametrize("lengths, weight_ratio", [
+    ([1, 10], 10),  # a label of the 1-label sample weighs 10 of the 10-label one's: noted
+    ([1, 9], None),  # 9x: not yet
+    ([2, 19], None),  # 9.5x
+    ([2, 20], 10),
+    ([3, 12, 30], 10),  # the extremes count, not the neighbours
+    ([0, 10], 10),  # an empty target divides by 1, as torch clamps it
+    ([0, 9], None),
+    ([7, 7, 7], None),
+])
+def test_reduction_note_fires_from_a_tenfold_weight_per_label(rng, lengths, weight_ratio):
+    """With reduction='mean', per label the shortest target weighs max/min (lengths clamped
+    to 1) times the longest: noted from 10x on, with that ratio as evidence, never below;
+    'sum' and a single sample are never noted."""
+    T, C, N = 40, 12, len(lengths)
+    targets = np.zeros((N, max(lengths)), dtype=np.int64)
+    for n, length in enumerate(lengths):
+        targets[n, :length] = 1 + np.arange(length) % (C - 1)  # no blank, no adjacent repeat
+    lengths = np.array(lengths)
+    p = CTCProblem(np.zeros((T, N, C)), targets, np.full(N, T), lengths)
+    kw = dict(targets=targets, input_lengths=np.full(N, T), target_lengths=lengths)
+    lp = trained_log_probs(rng, p)
+    notes = [f for f in diagnose(lp, **kw).findings if f.code == "reduction"]
+    if weight_ratio is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and notes[0].evidence["weight_ratio"] == weight_ratio
+    assert "reduction" not in diagnose(lp, **kw, reduction="sum").codes
+    assert "reduction" not in diagnose(lp[:, :1], **{k: v[:1] for k, v in kw.items()}).codes
 
 
 # -- FSDL story and ranking -----------------------------------------------------------------------
