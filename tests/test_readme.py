@@ -1,9 +1,11 @@
 """The README's and the docs' examples run and tell the truth."""
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import ctcbench
 
@@ -101,3 +103,151 @@ def test_case_file_example_passes_compare(tmp_path):
     assert sorted((r["backend"], r["dtype"], r["status"]) for r in rows) == [
         ("numpy", "float32", "ok"), ("numpy", "float64", "ok"),
         ("torch", "float32", "ok"), ("torch", "float64", "ok")]
+
+
+# -- example outputs: each "$ ctcbench ..." block is what that command printed ----------------
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+EXAMPLE = re.compile(r"^```(?:console)?\n\$ (ctcbench [^\n]*)\n(.*?)^```", re.S | re.M)
+RUN = ("backends", "cases", "compare", "bench")  # run again here; header and rows must match
+HEADER_ONLY = {"convergence": "minutes of training; a 2-step run of the same grid prints the header"}
+NOT_RUN = {"doctor": "reads the reader's own file", "predict": "reads a checkpoint and images",
+           "fuzz": "runs for its --budget seconds"}
+PLUGINS = {"merges-repeats": "wrong_backends:MergesRepeats",  # the docs' plugins: the tests' own
+           "segv-always": "misbehaving_backends:SegfaultAlways"}
+KEY_COLUMNS = {"backends": 1, "cases": 3, "compare": 4, "bench": 6}  # the columns a row must repeat
+STATUSES = ("ok", "mismatch", "error", "crashed", "timeout", "known", "unsupported", "skipped")
+IN_PROCESS = ("numpy", "numba")  # what bench times when the example times every backend
+
+
+@dataclass
+class Example:
+    """One block: the page, the command after ``$``, and the lines it shows below it."""
+
+    page: Path
+    command: str
+    lines: list[str]
+
+    @property
+    def argv(self) -> list[str]:
+        return shlex.split(self.command)[1:]
+
+    def options(self, name: str) -> list[str]:
+        """The values given to option ``name`` in the command, in order."""
+        argv = self.argv
+        return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name]
+
+    def rows(self) -> list[list[str]]:
+        """The shown rows as words, without the header, separator and ``...`` lines."""
+        body = self.lines[1:] if self.argv[0] in ("compare", "bench", "convergence") else self.lines
+        return [line.split() for line in body
+                if line.strip() and not line.startswith("...") and not set(line) <= {"-", " "}]
+
+    def __str__(self):
+        return f"{self.page.relative_to(ROOT)}: $ {self.command}"
+
+
+def examples() -> list[Example]:
+    """Every block that shows one ctcbench command and what it printed (blocks listing several
+    commands, or a synopsis with nothing below it, are not examples of output)."""
+    found = []
+    for page in PAGES:
+        for m in EXAMPLE.finditer(page.read_text()):
+            lines = m.group(2).splitlines()
+            if lines and not any(line.startswith("$ ") for line in lines):
+                found.append(Example(page, m.group(1), lines))
+    return found
+
+
+def cheap_argv(ex: Example, out: Path) -> list[str]:
+    """The example's command, made cheap where it would not be, with the same header and rows:
+    compare only on the cases its rows show (when it names none), bench on the small grid with
+    one repeat and, when it times every backend, only the in-process ones, convergence for two
+    steps on a few lines."""
+    argv, name = ex.argv, ex.argv[0]
+    if name == "compare":
+        argv += ["--out", str(out), "--no-plot"]
+        if not ex.options("--case"):
+            for case in dict.fromkeys(r[2] for r in ex.rows() if r[0] in STATUSES):
+                argv += ["--case", case]
+    elif name == "bench":
+        argv += ["--grid", "small", "--repeat", "1", "--out", str(out)]
+        if not ex.options("--backend"):
+            available = {i.name for i in ctcbench.list_backends() if i.available}
+            for backend in IN_PROCESS:
+                argv += ["--backend", backend] if backend in available else []
+    elif name == "convergence":
+        argv += ["--steps", "2", "--eval-every", "1", "--batch-size", "4", "--train-size", "16",
+                 "--test-size", "8", "--channels", "4", "--hidden", "8", "--out", str(out),
+                 "--cache-dir", str(out.parent / "cache")]
+    return argv
+
+
+_printed: dict[tuple, list[str]] = {}  # the same cheap command is run once per session
+
+
+def printed(ex: Example, out: Path) -> list[str]:
+    """What the example's cheap command prints now (stdout lines); exit 1 is allowed, as the
+    examples include failing gates, a traceback is not."""
+    from click.testing import CliRunner
+
+    from ctcbench.cli import cli
+    from ctcbench.runtime.worker import shutdown_workers
+    key = tuple(a for a in cheap_argv(ex, out) if a != str(out))
+    if key not in _printed:
+        res = CliRunner().invoke(cli, cheap_argv(ex, out), prog_name="ctcbench")
+        shutdown_workers()
+        clean = res.exception is None or isinstance(res.exception, SystemExit)
+        assert res.exit_code in (0, 1) and clean, f"{ex}\n{res.output[-2000:]}"
+        _printed[key] = res.stdout.splitlines()
+    return _printed[key]
+
+
+def needs(ex: Example, register_backends) -> None:
+    """Register the docs' plugins the command names; skip when it names a backend not installed."""
+    infos = {i.name: i for i in ctcbench.list_backends()}
+    for name in ex.options("--backend"):
+        if name in PLUGINS:
+            register_backends(name, PLUGINS[name])
+        elif name in infos and not infos[name].available:
+            info = infos[name]
+            pytest.skip(f"needs backend {name}: {info.reason} ({info.hint})")
+
+
+EXAMPLES = examples()
+
+
+def test_every_example_is_checked_or_says_why_not():
+    """Each example block's command is run again below, or listed with why it is not."""
+    names = {ex.argv[0] for ex in EXAMPLES}
+    assert {"backends", "cases", "compare", "bench", "convergence"} <= names, names
+    unknown = [str(ex) for ex in EXAMPLES
+               if ex.argv[0] not in (*RUN, *HEADER_ONLY, *NOT_RUN)]
+    assert not unknown, unknown
+
+
+@pytest.mark.parametrize("ex", [e for e in EXAMPLES if e.argv[0] in RUN + tuple(HEADER_ONLY)],
+                         ids=str)
+def test_example_output_matches_the_command(ex, tmp_path, register_backends):
+    """The block's header line is the command's real header, column for column, and every row it
+    shows (its first columns: name, status, case, dtype or size) is one the command prints."""
+    needs(ex, register_backends)
+    real = printed(ex, tmp_path / "run")
+    name = ex.argv[0]
+    if name in ("compare", "bench", "convergence"):
+        assert real and ex.lines[0].split() == real[0].split(), \
+            f"{ex}\n  shown: {ex.lines[0]}\n  real:  {real[0] if real else '(nothing)'}"
+    if name in HEADER_ONLY:
+        return
+    k = KEY_COLUMNS[name]
+    keys = {tuple(line.split()[:k]) for line in real}
+    shown = ex.rows()
+    if name == "compare":
+        shown = [r for r in shown if r[0] in STATUSES]
+    elif name == "bench":  # the rows of the backends and sizes the cheap run measured
+        measured = [w for w in map(str.split, real[2:]) if len(w) > 5 and w[1].isdigit()]
+        backends, sizes = {w[0] for w in measured}, {tuple(w[2:6]) for w in measured}
+        shown = [r for r in shown if len(r) > 5 and r[1].isdigit() and r[0] in backends
+                 and tuple(r[2:6]) in sizes]
+    assert shown, f"{ex}: no row it shows is one the cheap run could print"
+    missing = [" ".join(r[:k]) for r in shown if tuple(r[:k]) not in keys]
+    assert not missing, f"{ex}: rows shown that the command no longer prints: {missing}"
