@@ -309,7 +309,8 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(),
+                    reason="needs /proc (Linux), where the workers' parents and states are read")
 def test_killed_grid_leaves_no_worker_training(tmp_path):
     """Only the convergence process is SIGKILLed (as a scheduler or OOM killer would): its two
     worker processes notice and exit instead of training on into the run folder."""
