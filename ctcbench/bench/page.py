@@ -69,6 +69,12 @@ def before_after(before: list[dict], after: list[dict]) -> list[dict]:
 
 
 def bench_scaling(rows: list[dict]) -> str | None:
+    """:func:`bench_scaling_figure` as a PNG data URI; None when no row has a time."""
+    fig = bench_scaling_figure(rows)
+    return None if fig is None else png_uri(fig)
+
+
+def bench_scaling_figure(rows: list[dict]):
     """Two log-log panels against DP cells T·N·S: median time per call and ns per cell, one
     line per backend (min-max bars on time). None when no row has a time."""
     ok = [r for r in rows if r.get("status") == "ok" and r.get("time_median_s") is not None]
@@ -98,4 +104,4 @@ def bench_scaling(rows: list[dict]) -> str | None:
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(fontsize=9, frameon=False)
     fig.tight_layout()
-    return png_uri(fig)
+    return fig

@@ -6,12 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ctcbench.plotting import plain_log, pyplot
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
+DPI = 110
 
 
 def _ok(rows):
@@ -25,28 +22,24 @@ def _by_backend(rows) -> dict[str, list[dict]]:
     return out
 
 
-def _plain_log_ticks(axis) -> None:
-    """Log axis labelled 0.1, 0.2, 0.5, 1, 2, 5 ... instead of overlapping 10^x minor labels."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def _save(plt, fig, ax, path: Path, *, legend_size=None, grid_axis: str = "both") -> Path:
-    """The ending every plot shares: grid, a legend when there is anything to label, save."""
+def _finish(fig, ax, *, legend_size=None, grid_axis: str = "both"):
+    """The ending every figure shares: grid, a legend when there is anything to label."""
     ax.grid(True, axis=grid_axis, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=legend_size)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI)
+    pyplot().close(fig)
     return path
 
 
-def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
+def time_vs_cells_figure(rows: list[dict]):
     """Median time per call (min-max bars) against T*N*S cells, log-log, one colour per backend."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
     for name, rs in sorted(_by_backend(_ok(rows)).items()):
         rs = sorted(rs, key=lambda r: r["cells"])
@@ -57,16 +50,16 @@ def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
         ax.errorbar(cells, med, yerr=[lo, hi], fmt="o", ms=4, capsize=2, label=name, alpha=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _plain_log_ticks(ax.yaxis)
+    plain_log(ax.yaxis)
     ax.set_xlabel("DP cells T·N·S (S = 2L+1); points stacked at one size are the C sweep")
     ax.set_ylabel("forward+backward time per call (ms)")
     ax.set_title("CTC forward+backward (log_softmax included): time vs size")
-    return _save(plt, fig, ax, path)
+    return _finish(fig, ax)
 
 
-def plot_ratio_to_torch(rows: list[dict], path: Path) -> Path:
+def ratio_to_torch_figure(rows: list[dict]):
     """Each backend's time / torch's time per size (median of paired repeats, min-max bars)."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = [r for r in _ok(rows) if r["backend"] != "torch" and r.get("ratio_to_torch") is not None]
     sizes = sorted({(r["cells"], r["T"], r["N"], r["C"], r["L"]) for r in rows})
     index = {s: i for i, s in enumerate(sizes)}
@@ -82,12 +75,12 @@ def plot_ratio_to_torch(rows: list[dict], path: Path) -> Path:
         ax.errorbar(x, y, xerr=[lo, hi], fmt="o", ms=4, capsize=2, label=name)
     ax.axvline(1.0, color="grey", lw=1, ls="--")
     ax.set_xscale("log")
-    _plain_log_ticks(ax.xaxis)
+    plain_log(ax.xaxis)
     ax.set_yticks(range(len(sizes)))
     ax.set_yticklabels([f"T={T} N={N} C={C} L={L}" for _, T, N, C, L in sizes], fontsize=8)
     ax.set_xlabel("time / torch time, same run (< 1: faster than torch)")
     ax.set_title("Ratio to torch per size")
-    return _save(plt, fig, ax, path, legend_size=8, grid_axis="x")
+    return _finish(fig, ax, legend_size=8, grid_axis="x")
 
 
 def _fewest_threads(rows) -> list[dict]:
@@ -96,10 +89,10 @@ def _fewest_threads(rows) -> list[dict]:
     return [r for r in rows if r.get("threads", 1) == least]
 
 
-def plot_ns_per_cell_vs_T(rows: list[dict], path: Path) -> Path:
+def ns_per_cell_vs_T_figure(rows: list[dict]):
     """Nanoseconds per DP cell against T, one line per backend and (N, C, L) measured at two
     or more T; a flat line means time grows linearly with T."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
     for name, rs in sorted(_by_backend(_fewest_threads(_ok(rows))).items()):
         groups: dict[tuple, list[dict]] = {}
@@ -113,17 +106,17 @@ def plot_ns_per_cell_vs_T(rows: list[dict], path: Path) -> Path:
             ax.plot([r["T"] for r in g], ns, "o-", ms=4, label=f"{name} N={N} C={C} L={L}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _plain_log_ticks(ax.yaxis)
+    plain_log(ax.yaxis)
     ax.set_xlabel("T (frames)")
     ax.set_ylabel("ns per DP cell (median time / T·N·S)")
     ax.set_title("Time per DP cell against T (flat: linear in T)")
-    return _save(plt, fig, ax, path, legend_size=7)
+    return _finish(fig, ax, legend_size=7)
 
 
-def plot_thread_scaling(rows: list[dict], path: Path) -> Path:
+def thread_scaling_figure(rows: list[dict]):
     """Median time against the thread count, one line per backend and size measured at two
     or more counts (min-max bars), with the ideal 1/threads line from one thread dashed."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
     for name, rs in sorted(_by_backend(_ok(rows)).items()):
         groups: dict[tuple, list[dict]] = {}
@@ -141,21 +134,42 @@ def plot_thread_scaling(rows: list[dict], path: Path) -> Path:
                                label=f"{name} T={T} N={N} C={C} L={L}")
             ax.plot(n, med[0] * n[0] / n, ls="--", lw=0.8, color=line[0].get_color())
     ax.set_yscale("log")
-    _plain_log_ticks(ax.yaxis)
+    plain_log(ax.yaxis)
     ax.set_xticks(sorted({r.get("threads", 1) for r in _ok(rows)}))
     ax.set_xlabel("threads (--threads)")
     ax.set_ylabel("forward+backward time per call (ms)")
     ax.set_title("Thread scaling (dashed: ideal, time / threads)")
-    return _save(plt, fig, ax, path, legend_size=7)
+    return _finish(fig, ax, legend_size=7)
+
+
+def bench_figures(rows: list[dict]) -> dict:
+    """Every figure by the file name it is saved under (the thread scaling one only when several
+    thread counts were measured)."""
+    figures = {"time_vs_cells.png": time_vs_cells_figure(_fewest_threads(rows)),
+               "ratio_to_torch.png": ratio_to_torch_figure(_fewest_threads(rows)),
+               "ns_per_cell_vs_T.png": ns_per_cell_vs_T_figure(rows)}
+    if len({r.get("threads", 1) for r in rows}) > 1:
+        figures["thread_scaling.png"] = thread_scaling_figure(rows)
+    return figures
+
+
+def plot_time_vs_cells(rows: list[dict], path: Path) -> Path:
+    return _save(time_vs_cells_figure(rows), path)
+
+
+def plot_ratio_to_torch(rows: list[dict], path: Path) -> Path:
+    return _save(ratio_to_torch_figure(rows), path)
+
+
+def plot_ns_per_cell_vs_T(rows: list[dict], path: Path) -> Path:
+    return _save(ns_per_cell_vs_T_figure(rows), path)
+
+
+def plot_thread_scaling(rows: list[dict], path: Path) -> Path:
+    return _save(thread_scaling_figure(rows), path)
 
 
 def bench_plots(rows: list[dict], run_dir: Path) -> list[Path]:
-    """Every plot into ``run_dir`` (the thread scaling one only when several thread counts
-    were measured); returns their paths."""
+    """Every figure of :func:`bench_figures` saved into ``run_dir``; returns their paths."""
     run_dir = Path(run_dir)
-    paths = [plot_time_vs_cells(_fewest_threads(rows), run_dir / "time_vs_cells.png"),
-             plot_ratio_to_torch(_fewest_threads(rows), run_dir / "ratio_to_torch.png"),
-             plot_ns_per_cell_vs_T(rows, run_dir / "ns_per_cell_vs_T.png")]
-    if len({r.get("threads", 1) for r in rows}) > 1:
-        paths.append(plot_thread_scaling(rows, run_dir / "thread_scaling.png"))
-    return paths
+    return [_save(fig, run_dir / name) for name, fig in bench_figures(rows).items()]
