@@ -65,8 +65,15 @@ MARKS = {"mismatch": "×", "error": "E", "crashed": "C", "timeout": "T", "known"
 
 
 def compare_margins(rows: list[dict]) -> str | None:
+    """:func:`compare_margins_figure` as a PNG data URI; None when no row has a case."""
+    fig = compare_margins_figure(rows)
+    return None if fig is None else png_uri(fig)
+
+
+def compare_margins_figure(rows: list[dict]):
     """Heat map of log10(worst error / tolerance), cases x backend:dtype, sized to its labels
-    (> 0 failed). Marks: × mismatch, E error, C crashed, T timeout, k known, u unsupported."""
+    (> 0 failed). Marks: × mismatch, E error, C crashed, T timeout, k known, u unsupported.
+    None when no row has a case."""
     rows = [r for r in rows if r.get("case") != "*"]
     if not rows:
         return None
@@ -91,4 +98,4 @@ def compare_margins(rows: list[dict]) -> str | None:
     bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.set_label("log10(error / tolerance)", fontsize=8)
     bar.ax.tick_params(labelsize=8)
-    return png_uri(fig)
+    return fig

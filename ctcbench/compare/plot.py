@@ -6,19 +6,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ctcbench.plotting import pyplot
+
 MARKS = {"mismatch": "x", "error": "E", "unsupported": "u"}
 
 
-def plot_margins(df: pd.DataFrame, path: str | Path) -> Path:
-    """Heat map of log10(margin) (worst error / allowed error), cases x backend:dtype, as PNG.
+def margins_figure(df: pd.DataFrame):
+    """Heat map of log10(margin) (worst error / allowed error), cases x backend:dtype.
 
     Green cells passed with room to spare, yellow came close, red failed (marked x); ``E`` is an
     error, ``u`` unsupported, blank not run.
     """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = df[df["case"] != "*"].copy()
     rows["column"] = rows["backend"] + ":" + rows["dtype"]
     cases = list(rows.sort_values(["family", "case"])["case"].drop_duplicates())
@@ -42,7 +41,13 @@ def plot_margins(df: pd.DataFrame, path: str | Path) -> Path:
     bar.set_label("log10(error / tolerance); > 0 fails")
     ax.set_title("ctcbench compare: worst error relative to tolerance", fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot_margins(df: pd.DataFrame, path: str | Path) -> Path:
+    """:func:`margins_figure` as a PNG at ``path``; returns the path."""
     path = Path(path)
+    fig = margins_figure(df)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    pyplot().close(fig)
     return path

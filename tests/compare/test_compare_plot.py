@@ -1,23 +1,99 @@
-"""The compare heat map: one PNG from tidy rows, whatever mix of statuses they hold."""
+"""The compare heat maps, margins.png of a run folder (ctcbench.compare.plot) and the report's
+(ctcbench.compare.page): cases x backend:dtype, each cell log10(worst error / tolerance) worked
+out by hand, each status's mark, whatever mix of statuses the rows hold."""
 from __future__ import annotations
 
+import base64
+import io
+
 import numpy as np
+import pytest
+from PIL import Image
 
+from ctcbench.compare.page import compare_margins, compare_margins_figure
+from ctcbench.compare.plot import margins_figure, plot_margins
 from ctcbench.compare.table import tidy
-from ctcbench.compare.plot import plot_margins
+from ctcbench.plotting import pyplot
+
+NAN = np.nan
 
 
-def test_plot_margins_writes_png_for_every_status(tmp_path):
-    """ok, mismatch (incl. an infinite margin), unsupported, error and skipped rows all plot."""
-    rows = [
-        {"backend": "a", "case": "c1", "family": "f", "dtype": "float32", "status": "ok",
-         "margin": 1e-3},
-        {"backend": "a", "case": "c2", "family": "f", "dtype": "float32", "status": "mismatch",
-         "margin": np.inf},
-        {"backend": "b", "case": "c1", "family": "f", "dtype": "float64", "status": "unsupported"},
-        {"backend": "b", "case": "c2", "family": "g", "dtype": "float64", "status": "error"},
-        {"backend": "c", "case": "*", "dtype": "*", "status": "skipped"},
-    ]
-    path = plot_margins(tidy(rows), tmp_path / "m.png")
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+def _row(backend, case, dtype, status, margin=None, family="f"):
+    return {"backend": backend, "case": case, "family": family, "dtype": dtype,
+            "status": status, "margin": margin}
+
+
+RUN_ROWS = [  # what compare.plot marks: x mismatch, E error, u unsupported
+    _row("a", "c1", "float32", "ok", 1e-3),  # log10 = -3
+    _row("a", "c2", "float32", "mismatch", np.inf),  # an infinite margin is drawn as 3, shown as 2
+    _row("b", "c1", "float64", "unsupported"),
+    _row("b", "c2", "float64", "error", family="g"),
+    {"backend": "c", "case": "*", "dtype": "*", "status": "skipped"},  # no column of its own
+]
+REPORT_ROWS = [  # and the report's: × mismatch, C crashed, T timeout, k known
+    _row("a", "c_ok", "float64", "ok", 0.01),  # -2
+    _row("a", "c_mis", "float64", "mismatch", 100.0),  # 2
+    _row("a", "c_known", "float64", "known", 10.0),  # 1
+    _row("a", "c_crash", "float64", "crashed"),
+    _row("a", "c_time", "float64", "timeout"),
+    _row("a", "c_err", "float64", "error"),
+    _row("a", "c_uns", "float64", "unsupported"),
+    _row("b", "c_ok", "float32", "ok", 1e-9),  # -9, shown as -8
+    {"backend": "c", "case": "*", "dtype": "*", "status": "skipped"},
+]
+REPORT_CASES = ["c_crash", "c_err", "c_known", "c_mis", "c_ok", "c_time", "c_uns"]
+HEAT_MAPS = [  # (figure of the rows, rows, columns, cases, {(case, column): value}, marks)
+    (lambda rows: margins_figure(tidy(rows)), RUN_ROWS, ["a:float32", "b:float64"], ["c1", "c2"],
+     {("c1", "a:float32"): -3, ("c2", "a:float32"): 2},
+     {("c2", "a:float32"): "x", ("c1", "b:float64"): "u", ("c2", "b:float64"): "E"}),
+    (compare_margins_figure, REPORT_ROWS, ["a:float64", "b:float32"], REPORT_CASES,
+     {("c_ok", "a:float64"): -2, ("c_mis", "a:float64"): 2, ("c_known", "a:float64"): 1,
+      ("c_ok", "b:float32"): -8},
+     {("c_mis", "a:float64"): "×", ("c_known", "a:float64"): "k",
+      ("c_crash", "a:float64"): "C", ("c_time", "a:float64"): "T",
+      ("c_err", "a:float64"): "E", ("c_uns", "a:float64"): "u"}),
+]
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    pyplot().close("all")
+
+
+@pytest.mark.parametrize("figure, rows, columns, cases, values, marks", HEAT_MAPS,
+                         ids=["run folder", "report"])
+def test_heat_map_cells_and_marks(figure, rows, columns, cases, values, marks):
+    """One heat map and its colour bar; a column per backend:dtype that ran (not the skipped
+    one), a row per case; each cell log10(margin) clipped to [-8, 2], blank (NaN) where the
+    backend gave no margin; the status marks on their cells."""
+    fig = figure(rows)
+    assert len(fig.axes) == 2  # the map and its colour bar
+    ax, bar = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == columns
+    assert [t.get_text() for t in ax.get_yticklabels()] == cases
+    expected = np.full((len(cases), len(columns)), NAN)
+    for (case, column), value in values.items():
+        expected[cases.index(case), columns.index(column)] = value
+    shown = np.ma.filled(ax.images[0].get_array().astype(float), NAN)
+    np.testing.assert_allclose(shown, expected, atol=1e-12)
+    assert {(cases[round(t.get_position()[1])], columns[round(t.get_position()[0])]): t.get_text()
+            for t in ax.texts} == marks
+    assert "log10(error / tolerance)" in bar.get_ylabel()
+
+
+def test_run_folder_heat_map_is_a_png(tmp_path):
+    """plot_margins writes that figure as a PNG file."""
+    path = plot_margins(tidy(RUN_ROWS), tmp_path / "m.png")
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.width > 200 and image.height > 100
+
+
+def test_report_heat_map_is_a_png_uri_and_none_without_cases():
+    """The report gets the figure as a PNG data URI, and nothing when only per-backend rows
+    (case "*") exist."""
+    uri = compare_margins(REPORT_ROWS)
+    assert uri.startswith("data:image/png;base64,")
+    with Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))) as image:
+        assert image.format == "PNG" and image.width > 200
+    assert compare_margins([REPORT_ROWS[-1]]) is None
