@@ -10,15 +10,26 @@ import numpy as np
 from ctcbench.core.ctcmath import emission_frames
 from ctcbench.doctor.inputs import prepare
 from ctcbench.doctor.normalise import normalise
+from ctcbench.plotting import pyplot
 
 
 def plot_frames(path, log_probs=None, *, logits=None, probs=None, targets, input_lengths,
                 target_lengths, blank: int = 0, layout: str = "TNC", samples: int = 4) -> Path:
-    """Write a PNG with one panel per sample (the first ``samples``); returns its path."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Write :func:`frames_figure` as a PNG at ``path``; returns the path."""
+    fig = frames_figure(log_probs, logits=logits, probs=probs, targets=targets,
+                        input_lengths=input_lengths, target_lengths=target_lengths, blank=blank,
+                        layout=layout, samples=samples)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+    return path
 
+
+def frames_figure(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
+                  target_lengths, blank: int = 0, layout: str = "TNC", samples: int = 4):
+    """One panel per sample (the first ``samples``): p(class) along time in grey, p(blank) on a
+    twin axis, greedy emissions marked."""
+    plt = pyplot()
     inp, _ = prepare(log_probs, logits=logits, probs=probs, targets=targets,
                      input_lengths=input_lengths, target_lengths=target_lengths, blank=blank,
                      layout=layout)
@@ -48,7 +59,4 @@ def plot_frames(path, log_probs=None, *, logits=None, probs=None, targets, input
         ax.set_xlim(-0.5, max(length, 1) - 0.5)
     axes[-1, 0].set_xlabel("frame t (grey: p(class), blue: blank, red: greedy emissions)")
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
