@@ -53,6 +53,26 @@ def segment_frames(T_n, L):
 
 
 @njit(**JIT)
+def row_sum(x, start, stop):
+    """``sum(x[start:stop])`` in a loop that only reads: vectorised the same way wherever
+    ``x`` lies, so the sum is bit-identical from call to call. (A loop that also stores may
+    be given a runtime alias check whose scalar fallback adds in another order.)"""
+    s = 0.0
+    for i in range(start, stop):
+        s += x[i]
+    return s
+
+
+@njit(**JIT)
+def dot(x, y, stop):
+    """``sum(x[:stop] * y[:stop])``, read-only like :func:`row_sum`."""
+    s = 0.0
+    for i in range(stop):
+        s += x[i] * y[i]
+    return s
+
+
+@njit(**JIT)
 def softmax_frame(x, row, tg, L, blank, e):
     """``row (C,) = softmax(x)``; ``e (L + 2,) = (p_blank, p_label_0, .., 0)``, gathered
     from ``row`` (so :func:`gather_emissions` of ``row`` gives the same bits). Returns
@@ -61,11 +81,9 @@ def softmax_frame(x, row, tg, L, blank, e):
     m = -np.inf
     for c in range(C):
         m = max(m, np.float64(x[c]))
-    s = 0.0
     for c in range(C):
-        v = exp_nonpositive(np.float64(x[c]) - m)
-        row[c] = v
-        s += v
+        row[c] = exp_nonpositive(np.float64(x[c]) - m)
+    s = row_sum(row, 0, C)
     inv = 1.0 / s
     for c in range(C):
         row[c] *= inv
@@ -90,18 +108,13 @@ def forward_row(p, a, e, k, skip, L):
     returns its sum. Blank ``j`` <- blank ``j``, label ``j - 1``; label ``j`` <- label ``j``,
     blank ``j``, label ``j - 1`` where ``skip[j]``."""
     eb = e[0] * k
-    s = 0.0
     for j in range(L + 1):
-        v = eb * (p[j] + p[L + 1 + j])
-        a[j] = v
-        s += v
+        a[j] = eb * (p[j] + p[L + 1 + j])
     for j in range(L):
-        v = e[1 + j] * k * (p[L + 2 + j] + p[j] + skip[j] * p[L + 1 + j])
-        a[L + 2 + j] = v
-        s += v
+        a[L + 2 + j] = e[1 + j] * k * (p[L + 2 + j] + p[j] + skip[j] * p[L + 1 + j])
     a[L + 1] = 0.0
     a[2 * L + 2] = 0.0
-    return s
+    return row_sum(a, 0, 2 * L + 3)
 
 
 @njit(**JIT)
@@ -208,22 +221,16 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
             a = A[t - t0]
             kb = 1.0 / d
             eb = e1[0] * kb
-            d = 0.0
-            zb = 0.0
             for j in range(L + 1):
-                v = nb[j] * eb + nb[L + 2 + j] * e1[1 + j] * kb
-                cb[j] = v
-                d += v
-                zb += a[j] * v
-            zl = 0.0
+                cb[j] = nb[j] * eb + nb[L + 2 + j] * e1[1 + j] * kb
             for j in range(L):
                 v = (nb[L + 2 + j] * e1[1 + j] + skip[j + 1] * nb[L + 3 + j] * e1[2 + j]) \
                     * kb + nb[j + 1] * eb
                 cb[L + 2 + j] = v
-                d += v
-                q = a[L + 2 + j] * v
-                P[j] = q
-                zl += q
+                P[j] = a[L + 2 + j] * v
+            d = row_sum(cb, 0, L + 1) + row_sum(cb, L + 2, 2 * L + 2)
+            zb = dot(a, cb, L + 1)
+            zl = row_sum(P, 0, L)
             z = zb + zl
             if not (d >= SAFE_FLOOR and overlap_is_safe(z, cs[t], d)):
                 return np.nan
@@ -286,12 +293,9 @@ def log_posterior_row(a, b, post):
         v = a[s + 2] + b[s]
         post[s] = v
         m = max(m, v)
-    total = 0.0
     for s in range(post.shape[0]):
-        v = exp_nonpositive(post[s] - m)
-        post[s] = v
-        total += v
-    return total
+        post[s] = exp_nonpositive(post[s] - m)
+    return row_sum(post, 0, post.shape[0])
 
 
 @njit(**JIT)
