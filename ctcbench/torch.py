@@ -27,12 +27,12 @@ from torch.autograd.function import once_differentiable
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import REDUCTIONS, reduce_loss, reduction_weights
 from ctcbench.runtime.protocol import BackendUnavailable
-from ctcbench.runtime.registry import LoadedBackend, backend_names, get_backend
+from ctcbench.runtime.registry import REFERENCE, LoadedBackend, backend_names, get_backend
 
 # The default backend on the CPU: the compiled one when it is registered and can run here,
 # else the float64 NumPy reference (exact, slower). Pass backend= to choose another.
 PREFERRED_BACKEND = "numba"
-FALLBACK_BACKEND = "numpy"
+FALLBACK_BACKEND = REFERENCE
 
 
 def resolve_backend(backend=None) -> LoadedBackend:

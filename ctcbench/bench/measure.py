@@ -34,7 +34,7 @@ from ctcbench.runtime.registry import backend_names, get_backend
 from ctcbench.runtime.threads import use_threads
 from ctcbench.runtime.timing import CallTimes, time_calls, timed
 
-REFERENCE = "torch"  # every ratio is to this backend, measured in the same run
+BASELINE = "torch"  # the speed baseline: every ratio is to it, measured in the same run
 
 
 # -- threads -------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
                 rows[name].update(_failure(exc))
                 del ready[name], times[name]
 
-    ref = np.array(times[REFERENCE]) if REFERENCE in times else None
+    ref = np.array(times[BASELINE]) if BASELINE in times else None
     for name, ts in times.items():
         ts = np.array(ts)
         row = rows[name]
@@ -241,8 +241,8 @@ def resolve_backends(names=()) -> dict:
     known = set(backend_names())
     unknown = [n for n in names if n not in known]
     expect(not unknown, "backend", f"one of {', '.join(sorted(known))}", ", ".join(unknown))
-    if REFERENCE not in names:
-        names.append(REFERENCE)
+    if BASELINE not in names:
+        names.append(BASELINE)
     out = {}
     for name in names:
         try:

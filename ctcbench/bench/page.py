@@ -43,7 +43,8 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     return {"rows": shown, "skipped": skipped,
             "all_ok": all(r.get("status") == "ok" for r in shown), "backends": backends,
             "scaling": bench_scaling(shown), "threads": threads,
-            "settings": {k: config[k] for k in ("grid", "repeat", "warmup", "dtype", "reference")
+            "settings": {k: config[k] for k in ("grid", "repeat", "warmup", "dtype", "baseline",
+                                                "reference")  # "reference": older runs' name
                          if k in config}}
 
 

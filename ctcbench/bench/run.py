@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from ctcbench.bench.measure import REFERENCE, measure_size, resolve_backends, set_threads
+from ctcbench.bench.measure import BASELINE, measure_size, resolve_backends, set_threads
 from ctcbench.bench.kind import KEY, KIND
 from ctcbench.bench.sizes import DTYPES, load_grid
 from ctcbench.errors import expect
@@ -101,7 +101,7 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads=1,
     with open_run(KIND, out, resume=resume) as run:
         config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),
                   "repeat": repeat, "warmup": warmup, "dtype": dtype, "seed": seed,
-                  "reference": REFERENCE, **thread_info, "threads": threads}
+                  "baseline": BASELINE, **thread_info, "threads": threads}
         rows, resumed = _measure_all(run, sizes=sizes, resolved=resolved, repeat=repeat,
                                      warmup=warmup, dtype=dtype, seed=seed, config=config,
                                      threads=threads, progress=progress)

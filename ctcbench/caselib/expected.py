@@ -114,8 +114,8 @@ def known_answer(problem: CTCProblem, expect: dict, *, case: str = "?") -> Answe
     if name == "published":
         return _published(problem, expect, case)
     if name in ("reference", "finite_difference"):
-        from ctcbench.runtime.registry import get_backend
-        result = get_backend("numpy").run(problem)
+        from ctcbench.runtime.registry import REFERENCE, get_backend
+        result = get_backend(REFERENCE).run(problem)
         return Answer(result.loss, result.grad_logits if name == "reference" else None, name)
     T, N, C, _ = problem.shape
     loss, grad = np.zeros(N), np.zeros((T, N, C))

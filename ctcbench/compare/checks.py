@@ -18,31 +18,27 @@ gradient its ``run`` does not take); ``skipped`` (the backend cannot run here, w
 from __future__ import annotations
 
 import fnmatch
-import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ctcbench.caselib.builders import Variant, to_problem, variants
+from ctcbench.caselib.judge import Checks, worst
 from ctcbench.caselib.library import Case
 from ctcbench.caselib.expected import Answer, known_answer
 from ctcbench.caselib.known import known_issue
 from ctcbench.compare import extra
 from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem, run_takes
 
-REFERENCE = "numpy"
 STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",
                 "ok")  # failures first
 FAILING = ("mismatch", "crashed", "timeout", "error")
 CHECKED = FAILING + ("known", "ok")  # rows where a backend really ran on a case
 RERUN = ("error", "crashed", "timeout")  # may be transient: ``resume`` runs them again
-KEY = ("backend", "case", "dtype", "device")
 COLUMNS = ("status", "backend", "case", "dtype", "device", "loss", "expected_loss", "abs_err",
            "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite",
            "margin", "time_s", "family", "oracle", "variants", "compute_dtype", "reason")
-NUMBERS = ("loss", "expected_loss", "abs_err", "rel_err", "grad_err", "ref_loss_err",
-           "ref_grad_err", "margin", "time_s")  # None: not applicable; NaN: a NaN result
 
 
 @dataclass
@@ -107,70 +103,6 @@ def _reference(prep: Prepared, ref) -> list | None:
     return prep.reference
 
 
-def _loss_err(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """``(N,)`` |got - want|, 0 where both are the same infinity, NaN where got is NaN."""
-    same_inf = np.isinf(got) & np.isinf(want) & (np.sign(got) == np.sign(want))
-    with np.errstate(invalid="ignore"):
-        return np.where(same_inf, 0.0, np.abs(got - want))
-
-
-def _max(x) -> float:
-    x = np.asarray(x, dtype=np.float64)
-    if x.size == 0:
-        return 0.0
-    return float("nan") if np.isnan(x).any() else float(x.max())
-
-
-def _worst(a: float, b: float) -> float:
-    """max that keeps NaN (a NaN error is the worst kind)."""
-    return a if math.isnan(a) else b if math.isnan(b) else max(a, b)
-
-
-class _Checks:
-    """Collects the worst error of each kind and a reason for each failed check."""
-
-    def __init__(self, tol):
-        self.tol = tol
-        self.abs_err = self.rel_err = self.grad_err = self.ref_loss_err = self.ref_grad_err = 0.0
-        self.margin = 0.0  # worst error / allowed error over every check; > 1 fails
-        self.failures: list[str] = []
-
-    def fail(self, what: str) -> None:
-        if what not in self.failures:
-            self.failures.append(what)
-
-    def loss(self, got, want, label: str, against: str) -> tuple[float, float]:
-        """Worst absolute and relative loss error; records a failure beyond tolerance."""
-        err = _loss_err(got, want)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rel = np.where(np.isfinite(want) & (want != 0), err / np.abs(want), err)
-        allowed = self.tol.loss_atol + self.tol.loss_rtol * np.where(np.isfinite(want),
-                                                                     np.abs(want), 0.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            self.margin = _worst(self.margin, _max(np.where(err == 0, 0.0, err / allowed)))
-        bad = [n for n in range(len(want)) if not self.tol.loss_ok(err[n], want[n])]
-        if bad:
-            n = bad[0]
-            self.fail(f"loss vs {against} [{label}] sample {n}: got {got[n]:.7g}, "
-                       f"want {want[n]:.7g}")
-        return _max(err), _max(rel)
-
-    def grad(self, got, want, label: str, against: str) -> float:
-        with np.errstate(invalid="ignore"):
-            diff = np.abs(got - want)  # (T, N, C)
-        err = _max(diff)
-        allowed = self.tol.grad_allowed(np.where(np.isfinite(want), want, 0.0))  # (T, N, C)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            over = np.where(diff == 0, 0.0, diff / allowed)  # (T, N, C) error / allowed
-        self.margin = _worst(self.margin, _max(over))
-        if not _max(over) <= 1:  # NaN fails too
-            t, n, c = np.unravel_index(np.nanargmax(np.where(np.isnan(over), np.inf, over)),
-                                       over.shape)
-            self.fail(f"grad vs {against} [{label}] err {diff[t, n, c]:.2g} > "
-                      f"{allowed[t, n, c]:.2g} at t={t} n={n} c={c} (max err {err:.2g})")
-        return err
-
-
 def known_reason(backend, case: str, dtype: str) -> str | None:
     """Why ``backend`` is known to fail on (case, dtype): the known-issues table of the
     library (built-in backends, by name), then the backend's own ``known_issues`` (plugins)."""
@@ -228,20 +160,20 @@ def _check(backend, prep: Prepared, ref) -> dict:
     except Exception as exc:
         return {**row, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
 
-    checks = _Checks(tol)
+    checks = Checks(tol)
     sel = extra.sample_mask(case.expect, len(results[0].loss))  # (N,) the checked samples
     for i, (v, res, ans) in enumerate(zip(prep.variants, results, prep.answers)):
         err, rel = checks.loss(res.loss[sel], ans.loss[sel], v.label, ans.source)
-        checks.abs_err, checks.rel_err = _worst(checks.abs_err, err), _worst(checks.rel_err, rel)
+        checks.abs_err, checks.rel_err = worst(checks.abs_err, err), worst(checks.rel_err, rel)
         if ans.grad is not None:
-            checks.grad_err = _worst(checks.grad_err, checks.grad(
+            checks.grad_err = worst(checks.grad_err, checks.grad(
                 res.grad_logits[:, sel], ans.grad[:, sel], v.label, ans.source))
         if refs is not None:
-            checks.ref_loss_err = _worst(checks.ref_loss_err, checks.loss(
+            checks.ref_loss_err = worst(checks.ref_loss_err, checks.loss(
                 res.loss[sel], refs[i].loss[sel], v.label, REFERENCE)[0])
             rg = checks.grad(res.grad_logits[:, sel], refs[i].grad_logits[:, sel], v.label,
                              REFERENCE)
-            checks.ref_grad_err = _worst(checks.ref_grad_err, rg)
+            checks.ref_grad_err = worst(checks.ref_grad_err, rg)
     try:
         extra.check_invariants(checks, prep, results)
         extra.check_deterministic(checks, backend, prep, results[0], prep.variants[0].run_kwargs)

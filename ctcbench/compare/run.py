@@ -12,13 +12,14 @@ import types
 import numpy as np
 
 from ctcbench.caselib.library import load_cases, select_cases
-from ctcbench.compare.checks import REFERENCE, RERUN, check, prepare_all
+from ctcbench.compare.checks import RERUN, check, prepare_all
 from ctcbench.compare.kind import KEY, KIND
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.progress import Progress
-from ctcbench.runtime.registry import BackendUnavailable, backend_names, get_backend
+from ctcbench.runtime.protocol import BackendUnavailable
+from ctcbench.runtime.registry import REFERENCE, backend_names, get_backend
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.files import atomic_write, to_json
 

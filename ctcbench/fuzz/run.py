@@ -27,7 +27,7 @@ from ctcbench.caselib.judge import problem_tolerance
 from ctcbench.fuzz.judge import judge, problem_of
 from ctcbench.fuzz.problems import builds, size
 from ctcbench.progress import Progress
-from ctcbench.runtime.registry import get_backend
+from ctcbench.runtime.registry import REFERENCE, get_backend
 from ctcbench.fuzz.kind import KIND
 from ctcbench.runs.store import RunResult, check_out, open_run
 
@@ -44,7 +44,7 @@ def _dtypes(backend, wanted=None) -> tuple[str, ...]:
     return tuple(d for d in FUZZ_DTYPES if d in supported and (not wanted or d in wanted))
 
 
-def fuzz(backend_name: str, *, against: str = "numpy", budget: float = 60.0, seed: int = 0,
+def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, seed: int = 0,
          dtypes=None, out=None, resume: bool = False, progress: bool = True) -> RunResult:
     """Search for a problem on which ``backend_name`` disagrees with ``against`` (or crashes, hangs
     or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found.

@@ -44,6 +44,8 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "warpctc": "ctcbench.backends.paddle_warpctc:WarpctcBackend",
 }
 
+REFERENCE = "numpy"  # the exact float64 reference: compare, fuzz and the oracles check against it
+
 _added: dict[str, object] = {}  # name -> factory or "module:attr", set by register_backend()
 _hidden: set[str] = set()  # built-in or entry-point names taken away by unregister_backend()
 

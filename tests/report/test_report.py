@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.cli import cli
 from ctcbench.compare.checks import prepare
-from ctcbench.report.kinds import run_kind
+from ctcbench.drivers import kinds
+from ctcbench.runs.kinds import identify
 
 from conftest import WRONG_BACKENDS_SOURCE, random_problem, trained_log_probs
 
@@ -59,6 +60,9 @@ def runs(tmp_path_factory):
     res = _cli("convergence", *TINY_TRAIN, "--optimizer", "adam,rmsprop", "--seed", "0,1",
                "--jobs", "1", "--out", base / "convergence", "--cache-dir", base / "cache")
     assert res.exit_code == 0, res.output
+    for flags in ([], ["--resume"]):  # two searches in one folder
+        res = _cli("fuzz", "--backend", "numpy", "--budget", "1", "--out", base / "fuzz", *flags)
+        assert res.exit_code == 0, res.output
     return base
 
 
@@ -82,22 +86,23 @@ def doctor_file(tmp_path_factory):
 
 # -- without a browser --------------------------------------------------------------------
 def test_each_command_writes_report_html_into_its_run_folder(runs):
-    """compare, bench and convergence leave report.html next to their rows when they finish."""
-    for name in ("compare", "bench", "convergence"):
+    """compare, bench, convergence and fuzz leave report.html next to their rows when they
+    finish."""
+    for name in ("compare", "bench", "convergence", "fuzz"):
         assert (runs / name / "report.html").stat().st_size > 10_000, name
 
 
 @pytest.mark.parametrize("name,kind", [("compare", "compare"), ("bench", "bench"),
-                                       ("convergence", "convergence")])
+                                       ("convergence", "convergence"), ("fuzz", "fuzz")])
 def test_kind_is_recognised_without_meta(runs, tmp_path, name, kind):
     """A folder whose meta.json is gone is still recognised by its files and rows; a "kind"
     in meta.json is taken as said."""
     copy = tmp_path / name
     shutil.copytree(runs / name, copy)
     (copy / "meta.json").unlink()
-    assert run_kind(copy) == kind
+    assert identify(copy, kinds())[0].name == kind
     (copy / "meta.json").write_text(json.dumps({"kind": kind}))
-    assert run_kind(copy) == kind
+    assert identify(copy, kinds())[0].name == kind
 
 
 def test_report_command_default_path_and_errors(runs, tmp_path):
@@ -108,7 +113,7 @@ def test_report_command_default_path_and_errors(runs, tmp_path):
     assert res.exit_code == 0 and (runs / "bench" / "report.html").is_file()
     (tmp_path / "empty").mkdir()
     res = _cli("report", tmp_path / "empty")
-    assert res.exit_code == 1 and "expected a compare, bench or convergence run folder" in res.output
+    assert res.exit_code == 1 and "RUN_DIR: expected a ctcbench run folder" in res.output
     res = _cli("report", runs / "bench", runs / "bench2")
     assert res.exit_code == 1 and "--out: expected an HTML file" in res.output
 
@@ -277,6 +282,19 @@ def test_markup_in_names_is_escaped(browser, tmp_path, shots):
     page.check_and_shoot(shots / "escaped.png")
 
 
+def test_fuzz_report_in_browser(browser, runs, shots):
+    """A fuzz folder's page lists each search of its log with what it tried; nothing found."""
+    searches = [json.loads(line) for line in (runs / "fuzz" / "rows.jsonl").read_text().splitlines()]
+    page = Loaded(browser, runs / "fuzz" / "report.html")
+    assert all(u.startswith(("file://", "data:")) for u in page.requests) and not page.errors
+    rows = page.page.locator("table.sortable tbody tr")
+    assert rows.count() == len(searches) == 2
+    assert [int(t) for t in rows.locator("td:nth-child(6)").all_inner_texts()] == \
+        [s["tried"] for s in searches]
+    assert "nothing found" in page.page.inner_text("body")
+    page.page.screenshot(path=str(shots / "fuzz.png"), full_page=True)
+
+
 def _write(run: Path) -> Path:
-    from ctcbench.report import write_report
+    from ctcbench.drivers import write_report
     return write_report([run])
