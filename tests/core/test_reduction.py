@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from ctcbench import reduce_loss
+from ctcbench.core.reduction import backend_reduction, reduction_weights
 
 
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
@@ -23,9 +24,37 @@ def test_matches_torch_reductions(reduction, zero_infinity):
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
+def test_per_line_is_the_batch_mean_of_whole_losses():
+    """per-line, by hand: losses 2, 6 and an infeasible inf with target lengths 1, 3, 2 give
+    (2 + 6 + 0) / 3 with zero_infinity (no division by length: "mean" would give
+    (2/1 + 6/3 + 0/2) / 3 = 4/3), and each loss weighs 1/3 in it."""
+    loss, lengths = np.array([2.0, 6.0, np.inf]), np.array([1, 3, 2])
+    assert reduce_loss(loss, lengths, "per-line", zero_infinity=True) == pytest.approx(8 / 3)
+    assert reduce_loss(loss, lengths, "mean", zero_infinity=True) == pytest.approx(4 / 3)
+    np.testing.assert_allclose(reduction_weights(lengths, "per-line"), [1 / 3] * 3)
+
+
+def test_backend_reduction_asks_for_none_and_averages_per_line():
+    """A training loss reduced per line asks the backend for per-sequence losses and takes
+    their mean, in torch with its gradient (1/N each); torch's own names pass through."""
+    name, finish = backend_reduction("per-line")
+    losses = torch.tensor([2.0, 6.0, 0.0], requires_grad=True)
+    out = finish(losses)
+    out.backward()
+    assert name == "none" and float(out.detach()) == pytest.approx(8 / 3)
+    np.testing.assert_allclose(losses.grad.numpy(), [1 / 3] * 3)
+    for name in ("mean", "sum"):
+        inner, finish = backend_reduction(name)
+        assert inner == name and finish(losses) is losses
+    with pytest.raises(ValueError, match="reduction: expected one of mean, sum, per-line, "
+                                         "got 'none'"):
+        backend_reduction("none")
+
+
 def test_unknown_reduction_names_the_choices():
     """A wrong reduction name is a ValueError listing the choices."""
-    with pytest.raises(ValueError, match="reduction: expected one of none, sum, mean, got 'avg'"):
+    with pytest.raises(ValueError, match="reduction: expected one of none, sum, mean, per-line, "
+                                         "got 'avg'"):
         reduce_loss(np.zeros(2), np.ones(2), "avg")
 
 
