@@ -37,7 +37,6 @@ type are errors naming the file and the key.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import tomllib
 import typing
@@ -47,6 +46,7 @@ from typing import Any, Callable
 
 from ctcbench import errors
 from ctcbench.errors import InputError
+from ctcbench.files import read_text
 
 TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
@@ -58,6 +58,9 @@ class ConfigError(InputError):
     @property
     def key(self) -> str:
         return self.name
+
+    def __reduce__(self):  # raised in a worker process, it is pickled back to the grid
+        return type(self), (self.name, self.problem)
 
 
 def expect(ok: bool, key: str, expected: str, got) -> None:
@@ -248,12 +251,10 @@ def load_toml(path) -> dict[str, Any]:
     """A ``--config`` file as ``{key: value}`` (grid keys hold tuples), each value of its
     setting's type; errors name the file and the key. See the module docstring."""
     path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--config: expected an existing TOML file, got {str(path)!r}")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except (FileNotFoundError, IsADirectoryError):
-        raise ValueError(f"--config: expected an existing TOML file, got {str(path)!r}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: expected a UTF-8 TOML file, got undecodable bytes") from None
+        data = tomllib.loads(read_text(path, str(path)))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: expected TOML, got a syntax error ({exc})") from None
     table = setting_table()
@@ -297,9 +298,10 @@ def file_value(path: Path, s: Setting, value):
 def stored_config(run_dir) -> dict | None:
     """The ``config`` a convergence run folder was started with (from its meta.json), or
     ``None`` when there is none to read (``run_grid`` then says why it cannot resume)."""
+    from ctcbench.runs.store import read_meta
     try:
-        config = json.loads((Path(run_dir) / "meta.json").read_text())["config"]
-    except (OSError, ValueError, KeyError, TypeError):
+        config = (read_meta(run_dir) or {}).get("config")
+    except (OSError, ValueError):
         return None
     ok = isinstance(config, dict) and isinstance(config.get("base"), dict) and isinstance(
         config.get("grid"), dict)

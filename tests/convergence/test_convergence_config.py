@@ -218,3 +218,23 @@ def test_load_toml_types_and_lists(tmp_path):
     assert load_toml(path) == {"optimizer": ("adam",), "lr": (1.0, 0.5), "clip": 2.0,
                                "model.name": ("crnn", "perpos"), "data.gaps": False}
     assert type(load_toml(path)["clip"]) is float
+
+
+def test_a_config_error_survives_a_worker_process():
+    """Raised in a spawned worker, a ConfigError is pickled back with its key and message."""
+    import pickle
+    exc = pickle.loads(pickle.dumps(ConfigError("curriculum_len", "expected 3, got 2")))
+    assert (exc.key, str(exc)) == ("curriculum_len", "curriculum_len: expected 3, got 2")
+
+
+def test_resume_reads_the_stored_config_from_meta_json(tmp_path):
+    """stored_config reads the folder's meta.json (None without a convergence config), which
+    --resume then holds the options given against."""
+    from ctcbench.convergence.config import stored_config
+    assert stored_config(tmp_path) is None
+    (tmp_path / "meta.json").write_text('{"kind": "convergence", "config": {"base": {}, "grid": {}}}')
+    assert stored_config(tmp_path) == {"base": {}, "grid": {}}
+    (tmp_path / "meta.json").write_text('{"kind": "compare", "config": {}}')
+    assert stored_config(tmp_path) is None
+    (tmp_path / "meta.json").write_text("not json")
+    assert stored_config(tmp_path) is None
