@@ -24,7 +24,7 @@ import socket
 import time
 from pathlib import Path
 
-from ctcbench.convergence.train import CURVE_FLOATS
+from ctcbench.convergence.curve import CURVE_FLOATS
 from ctcbench.runs.store import RowLog
 
 INSTALL = "pip install 'ctcbench[tensorboard]'"

@@ -58,7 +58,8 @@ def run_task(task: RunTask, progress: Callable[[int], None] | None = None) -> st
     of the same invocation (same ``token``) was cut short. With a token, each attempt is
     logged to ``runs/<name>/attempts.jsonl``: ``{"token", "resumed_from"}`` (the checkpoint
     step it continued from, or null)."""
-    from ctcbench.convergence.train import load_checkpoint, train_run
+    from ctcbench.convergence.checkpoints import load_checkpoint
+    from ctcbench.convergence.train import train_run
     from ctcbench.runs.store import RowLog
     resume = task.resume
     if task.token is not None:

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctcbench.convergence.checkpoints import model_from_checkpoint
 from ctcbench.convergence.data import decode_text, ink_image
 from ctcbench.convergence.decode import MAX_BEAM
-from ctcbench.convergence.train import decode_outputs, model_from_checkpoint
+from ctcbench.convergence.evaluation import decode_outputs
 
 
 def grayscale(img):

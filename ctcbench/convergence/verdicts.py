@@ -4,7 +4,7 @@ over seeds.
 The rule (one per (model, optimizer)):
 
   * metric: ``steps_to_cer10``, the first eval step with held-out CER under 10% (see
-    ctcbench.convergence.train). A run that never gets there is *censored*: its value is
+    ctcbench.convergence.curve). A run that never gets there is *censored*: its value is
     ``+inf``, never dropped, so a rate that fails on some seeds is penalised for it.
   * best learning rate: the lowest median of the metric over seeds; ties (for example two
     rates whose medians are both ``inf``) are broken by the lower median final CER (a

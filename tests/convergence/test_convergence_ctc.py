@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from ctcbench.convergence.ctc import ctc_loss_fn
+from ctcbench.convergence.ctc import ctc_loss_fn, model_loss
 from ctcbench.core.oracles import brute_force
 
 
@@ -56,3 +56,14 @@ def test_bad_reduction_and_backend():
         ctc_loss_fn("torch", reduction="none")
     with pytest.raises(KeyError, match="unknown backend 'nope'"):
         ctc_loss_fn("nope")
+
+
+def test_per_position_loss_is_cross_entropy_per_position():
+    """The non-CTC baseline's loss, by hand: uniform outputs over C=4 classes give log 4 at
+    every position, whatever the labels (class 0 = no character)."""
+    model = torch.nn.Module()
+    model.ctc = False
+    model.forward = lambda x: torch.zeros(2, 3, 4)  # (N, max_len, C)
+    loss, out = model_loss(model, None, torch.zeros(2, 1, 4, 4), torch.tensor([[1, 2, 0],
+                                                                               [3, 0, 0]]), None)
+    assert float(loss) == pytest.approx(np.log(4)) and tuple(out.shape) == (2, 3, 4)

@@ -5,16 +5,44 @@ import torch
 from ctcbench.convergence.models import MODELS, ModelConfig, build_model, num_params
 
 
+def _pool(w, k):  # MaxPool2d, kernel = stride = k along the width
+    return w // k
+
+
+def _conv(w, k, s, p):  # Conv2d along the width
+    return (w + 2 * p - k) // s + 1
+
+
+# Frames T for a line of width W, from each model's layers as its docstring describes them
+# (the default window 16 and stride 4 for the sliding-window models)
+FRAMES = {
+    "crnn": lambda w: _pool(_pool(_pool(_pool(w, 2), 2), 1), 1),  # pools 2x2, 2x2, 2x1, 2x1
+    "repeatvec": lambda w: _pool(_pool(_pool(_pool(w, 2), 2), 1), 1),  # the CRNN's convs
+    "rescrnn": lambda w: _conv(_conv(w, 3, 2, 1), 3, 2, 1),  # two stride-2 3x3 blocks, then 1
+    "linecnn": lambda w: (w - 16) // 4 + 1,  # 16-px windows every 4 px
+    "linecnnlstm": lambda w: (w - 16) // 4 + 1,
+}
+
+
+def test_frames_by_hand():
+    """The arithmetic above, worked out: 128 px give the CRNN 32 frames, the windows 29."""
+    assert [FRAMES["crnn"](w) for w in (64, 70, 128)] == [16, 17, 32]
+    assert [FRAMES["rescrnn"](w) for w in (64, 70, 128)] == [16, 18, 32]
+    assert [FRAMES["linecnn"](w) for w in (64, 70, 128)] == [13, 14, 29]
+
+
 @pytest.mark.parametrize("name", [n for n, cls in MODELS.items() if cls.ctc])
-@pytest.mark.parametrize("width", [64, 128])
+@pytest.mark.parametrize("width", [64, 70, 128])
 def test_ctc_models_are_time_major_with_frames(name, width):
-    """CTC models return (T, N, C) with T = frames(W), and T fits max_len labels with repeats."""
+    """CTC models return (T, N, C) with T from their layers' arithmetic, which frames(W)
+    (what check_fits uses) also gives, and T fits max_len labels with repeats."""
     torch.manual_seed(0)
     cfg = ModelConfig(name=name, num_classes=7, channels=4, hidden=8, width=width)
     model = build_model(cfg)
     out = model(torch.rand(3, 1, 32, width))
-    T = model.frames(width)
+    T = FRAMES[name](width)
     assert out.shape == (T, 3, 7)
+    assert model.frames(width) == T
     assert T >= 2 * (width // 16) - 1  # a line of width/16 characters, all repeated
 
 

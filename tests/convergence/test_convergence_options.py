@@ -8,11 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli, convergence
-from ctcbench.convergence.ctc import TRAIN_REDUCTIONS
-from ctcbench.convergence.data import DATASETS
-from ctcbench.convergence.models import MODELS
 from ctcbench.convergence.options import command_line_settings, resume_folder
-from ctcbench.convergence.train import OPTIMIZERS, TrainConfig
+from ctcbench.convergence.train import TrainConfig
 
 # written out here, not read from the code under test
 DERIVED = {"model.num_classes", "model.height", "model.width", "model.max_len"}
@@ -83,12 +80,14 @@ def test_only_options_given_count_as_given():
 
 
 def test_help_lists_choices_from_the_tables():
-    """--help shows the optimizer, model, data and reduction choices from the real tables,
-    and an example config file."""
+    """--help shows the optimizer, model, data and reduction choices (written out here: the
+    names the docs use), and an example config file."""
     res = CliRunner().invoke(cli, ["convergence", "--help"], terminal_width=200)
     assert res.exit_code == 0
-    for table in (OPTIMIZERS, MODELS, DATASETS, TRAIN_REDUCTIONS):
-        assert "|".join(table) in res.output
+    for choices in ("adam|rmsprop|sgd|adamw|adadelta",
+                    "linecnn|linecnnlstm|crnn|rescrnn|perpos|repeatvec",
+                    "lines|captcha|digits", "mean|sum|per-line"):
+        assert choices in res.output
     assert "--config FILE.toml" in res.output and "[model]" in res.output
 
 
