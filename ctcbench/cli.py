@@ -280,68 +280,20 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
         max_len = 6
         seed = 0                          # --data-seed
     """
-    from ctcbench.convergence.config import (ConfigError, build, check_run, config_conflicts,
-                                             load_toml, stored_config)
-    from ctcbench.convergence.executors import make_executor
-    from ctcbench.convergence.grid import run_grid
-    from ctcbench.convergence.options import command_line_settings, option_names, resume_folder
+    from ctcbench.convergence.config import ConfigError
+    from ctcbench.convergence.options import command_line_settings, option_names
+    from ctcbench.convergence.run import convergence as run_convergence
     from ctcbench.convergence.tables import grid_output, scenario_output
-    from_file = load_toml(config_file) if config_file else {}
-    given = command_line_settings(ctx)
-    if jobs is not None and jobs < 1:
-        raise click.ClickException(f"--jobs: expected >= 1, got {jobs}")
-    if tensorboard is not None:  # before training: a missing package must not waste a run
-        from ctcbench.convergence.events import check_tensorboard
-        check_tensorboard(tensorboard)
-    pool = make_executor(executor, scheduler=scheduler, jobs=jobs or min(2, os.cpu_count() or 1))
-
-    def named(exc: ConfigError) -> click.ClickException:  # the option, or the file key
-        in_file = exc.key in from_file and exc.key not in given
-        return click.ClickException(exc.named(f"{config_file}: {exc.key}" if in_file
-                                              else option_names().get(exc.key, exc.key)))
-
-    def check_values(values: dict):
-        base, grid = build(values)
-        try:
-            check_run(base, grid)
-        except ConfigError as exc:
-            raise named(exc) from None
-        return base, grid
-
-    def run_values(values: dict, folder, resume_it: bool, events_dir=tensorboard):
-        stored = stored_config(folder) if resume_it else None
-        if stored is not None:  # the stored config is used: what was given must agree with it
-            conflicts = config_conflicts(stored, values, run_dir=folder)
-            if conflicts:
-                raise click.ClickException("\n".join(conflicts))
-        base, grid = build(values) if resume_it else check_values(values)
-        try:
-            result = run_grid(base, grid, out=folder, resume=resume_it, jobs=jobs,
-                              cache_dir=cache_dir, executor=pool)
-        except ConfigError as exc:
-            raise named(exc) from None
-        if events_dir is not None:
-            from ctcbench.convergence.events import write_events
-            click.echo(f"tensorboard: {write_events(result.run_dir, events_dir or None)}", err=True)
-        return result
-
-    if scenario is not None:
-        from ctcbench.convergence.scenarios import run_scenario, write_scenario
-        from ctcbench.runs.store import run_folder_path
-        if resume and out is None:
-            raise click.UsageError("--resume needs --out (the scenario folder to continue)")
-        folder = run_folder_path(f"scenario-{scenario}", out)
-        results = run_scenario(
-            scenario, {**from_file, **given}, out=folder, resume=resume,
-            run_arm=lambda values, arm_dir, resume_it: run_values(
-                values, arm_dir, resume_it,
-                tensorboard if not tensorboard else str(Path(tensorboard) / arm_dir.name)),
-            check_arm=check_values, echo=lambda line: click.echo(line, err=True))
-        click.echo(scenario_output(write_scenario(folder, scenario, results), fmt))
-        return
-    folder = resume_folder(out, resume)
-    result = run_values({**from_file, **given}, folder or out, folder is not None)
-    click.echo(grid_output(result, fmt))
+    try:
+        result = run_convergence(
+            command_line_settings(ctx), scenario=scenario, out=out, resume=resume, jobs=jobs,
+            cache_dir=cache_dir, executor=executor, scheduler=scheduler, tensorboard=tensorboard,
+            config_file=config_file, echo=lambda line: click.echo(line, err=True))
+    except ConfigError as exc:  # a setting's key: named by its option
+        raise click.ClickException(exc.named(option_names().get(exc.key, exc.key))) from None
+    for run in result.arms.values() if scenario else [result]:
+        finish_run(run)  # report.html in each grid's folder
+    click.echo(scenario_output(result, fmt) if scenario else grid_output(result, fmt))
 
 
 @cli.command()

@@ -26,14 +26,14 @@ from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.datacache import check_cache_dir
 from ctcbench.convergence.executors import LocalPool, RunTask
-from ctcbench.convergence.train import CURVE_FLOATS, TrainConfig, check_fits
+from ctcbench.convergence.curve import CURVE_FLOATS
+from ctcbench.convergence.train import TrainConfig, check_fits
 from ctcbench.convergence.verdicts import write_verdicts
-from ctcbench.runs.store import RowLog, RunResult, check_resume, open_run
+from ctcbench.convergence.kind import KIND, SUMMARY_FLOATS
+from ctcbench.runs.store import RowLog, RunResult, check_out, open_run
 from ctcbench.files import to_json
 
 EXTRA_PACKAGES = ("pillow", "captcha", "scikit-learn", "matplotlib")
-SUMMARY_FLOATS = ("final_cer", "final_seq_acc", "final_test_loss", "final_blank_frac", "cpu_s",
-                  "wall_s", "beam_cer", "beam_seq_acc")  # "nan" in rows.jsonl is a float again
 
 
 @dataclass
@@ -90,14 +90,14 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
     continues unfinished ones from their last checkpoint. Each finished run's summary row is
     appended to ``rows.jsonl``. Returns a ``RunResult`` whose ``rows`` are those summaries.
     """
-    check_resume(out, resume)
+    check_out(KIND, out, resume=resume)
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs: expected >= 1, got {jobs}")
     jobs = jobs or min(2, os.cpu_count() or 1)
     configs = None if resume else _checked(base, grid)  # a bad option makes no folder
     if not resume:
         check_cache_dir(cache_dir)
-    with open_run("convergence", out, resume=resume) as run:
+    with open_run(KIND, out, resume=resume) as run:
         if resume:
             base, grid, stored = _stored(run)
             cache_dir = stored.get("cache_dir", cache_dir)
@@ -116,8 +116,6 @@ def run_grid(base: TrainConfig, grid: Grid, *, out=None, resume: bool = False, j
                                show_progress=show_progress, executor=executor)
         rows = pd.DataFrame([kept.get(name) or summaries[name] for name, _ in configs])
         export(run.run_dir, [name for name, _ in configs], rows)
-        from ctcbench.report import write_report
-        write_report([run.run_dir])  # report.html: the run folder as one page
     resumed = sum(name in kept for name, _ in configs)
     summary = {"failed": False, "runs": len(configs), "resumed_runs": resumed,
                "run_dir": str(run.run_dir)}

@@ -10,8 +10,6 @@ live next to torch code and ``ctcbench --help`` must not import torch.
 """
 from __future__ import annotations
 
-import os
-
 import click
 from click.core import ParameterSource
 
@@ -93,12 +91,3 @@ def command_line_settings(ctx: click.Context) -> dict:
 def option_names() -> dict[str, str]:
     """Setting key -> option name (``data.seed`` -> ``--data-seed``)."""
     return {s.key: s.option for s in settings()}
-
-
-def resume_folder(out, resume: bool) -> str | None:
-    """The run folder ``--out DIR --resume`` continues; ``None`` for a fresh run."""
-    if not resume:
-        return None
-    if out is None:
-        raise click.UsageError("--resume needs --out (the run folder to continue)")
-    return os.fspath(out)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ctcbench.files import atomic_write, read_text
+
 METRICS = ("plateau_end_step", "steps_to_cer10")
 
 # the Keras captcha tutorial's alphabet (19 characters) and length: on the blank plateau its
@@ -82,7 +84,7 @@ def run_scenario(name: str, given: dict, *, out: Path, resume: bool,
     marker = out / "scenario.json"
     if marker.exists():
         try:
-            stored = json.loads(marker.read_text())
+            stored = json.loads(read_text(marker, str(marker)))
             stored_given = {k: tuple(v) if isinstance(v, list) else v
                             for k, v in stored["given"].items()}
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -107,7 +109,7 @@ def run_scenario(name: str, given: dict, *, out: Path, resume: bool,
         out.mkdir(parents=True, exist_ok=True)
         record = {"scenario": name, "given": {k: list(v) if isinstance(v, tuple) else v
                                               for k, v in given.items()}}
-        marker.write_text(json.dumps(record, indent=2) + "\n")
+        atomic_write(marker, json.dumps(record, indent=2) + "\n")
     results = {}
     for i, arm in enumerate(scenario.arms, 1):
         folder = out / arm
@@ -194,7 +196,7 @@ def write_scenario(folder: Path, name: str, results: dict) -> dict:
                        for arm, result in results.items()],
               "verdicts": to_records(table), "differences": to_records(pairs),
               "versus_baseline": to_records(versus), "findings": to_records(findings)}
-    (folder / "verdicts.json").write_text(to_json(record, indent=2) + "\n")
+    atomic_write(folder / "verdicts.json", to_json(record, indent=2) + "\n")
     plot = folder / "scenario.png"
     by = ("arm",) if len(results) > 1 else ("model", "optimizer", "lr")
     plot_curves(curves, plot, by=by)

@@ -75,14 +75,16 @@ def grid_output(result, fmt: str) -> str:
     return "\n\n".join(parts) + f"\n\nrun folder: {run_dir}  (plot: {run_dir / 'convergence.png'})"
 
 
-def scenario_output(written: dict, fmt: str) -> str:
-    """What ``convergence --scenario`` prints: per arm, for both metrics, the verdicts, the
-    optimizers' differences, the arm against the baseline, the doctor's finding counts."""
+def scenario_output(result, fmt: str) -> str:
+    """What ``convergence --scenario`` prints for its ``ScenarioResult``: per arm, for both
+    metrics, the verdicts, the optimizers' differences, the arm against the baseline, the
+    doctor's finding counts (a table), or what verdicts.json holds."""
     from ctcbench.files import to_json
     if fmt == "json":
-        return to_json(written["json"], indent=2)
-    parts = [table(written["verdicts"])] + [
-        table(written[key]) for key in ("differences", "versus_baseline", "findings")
-        if len(written[key])]
+        return to_json(result.summary, indent=2)
+    tables = result.tables
+    parts = [table(tables["verdicts"])] + [
+        table(tables[key]) for key in ("differences", "versus_baseline", "findings")
+        if len(tables[key])]
     return ("\n\n".join(parts)
-            + f"\n\nscenario folder: {written['folder']}  (plot: {written['plot']})")
+            + f"\n\nscenario folder: {result.run_dir}  (plot: {result.run_dir / 'scenario.png'})")

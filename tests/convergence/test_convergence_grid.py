@@ -99,7 +99,7 @@ def test_resume_needs_a_run_folder(tmp_path):
 @pytest.mark.parametrize("meta, message", [
     ('{"config": {"driver": "compare"}}',
      "holds a compare run; `ctcbench convergence` does not resume a compare run folder"),
-    ('{"config": {"backends": ["numpy"]}}', "holds a run folder of unknown kind"),
+    ('{"config": {"backends": ["numpy"]}}', "holds a run of unknown kind"),
     ("not json", "meta.json: expected the JSON a ctcbench run writes"),
     ("[]", "meta.json: expected a JSON object, got list"),
 ])

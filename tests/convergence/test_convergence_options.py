@@ -4,11 +4,10 @@ import dataclasses
 import subprocess
 import sys
 
-import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli, convergence
-from ctcbench.convergence.options import command_line_settings, resume_folder
+from ctcbench.convergence.options import command_line_settings
 from ctcbench.convergence.train import TrainConfig
 
 # written out here, not read from the code under test
@@ -98,17 +97,3 @@ def test_cli_import_and_help_do_not_import_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "convergence" in done.stdout
-
-
-@pytest.mark.parametrize("out,resume,expected", [
-    (None, False, None), ("a", False, None), ("run", True, "run")])
-def test_resume_folder_is_out_with_the_flag(out, resume, expected):
-    """`--out DIR --resume` names the folder to resume; without the flag there is none."""
-    assert resume_folder(out, resume) == expected
-
-
-def test_resume_flag_without_out_is_a_usage_error():
-    """`--resume` as a flag needs --out."""
-    import click
-    with pytest.raises(click.UsageError, match="--resume needs --out"):
-        resume_folder(None, True)

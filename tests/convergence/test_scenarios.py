@@ -29,6 +29,7 @@ def test_every_arm_of_every_scenario_is_a_valid_grid(name):
 
 
 def test_the_command_line_overrides_shared_settings_but_not_an_arms_own():
+    """Scenario settings < what is given < the arm's own change."""
     scenario = SCENARIOS["captcha-stall"]
     given = {"lr": (0.01,), "steps": 50}
     assert arm_values(scenario, "baseline", given)["lr"] == (0.01,)
@@ -79,6 +80,8 @@ def test_finding_counts_are_per_run_and_per_diagnosed_eval():
 
 
 def test_a_whole_scenario_runs_resumes_and_refuses_a_second_start(tmp_path):
+    """Every arm runs into its own folder (with its report), --resume keeps them as they
+    are, a second start and another scenario's name are refused."""
     out = tmp_path / "sc"
     args = ["convergence", "--scenario", "captcha-stall", *TINY_ARGS, "--lr", "0.01",
             "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
@@ -90,7 +93,7 @@ def test_a_whole_scenario_runs_resumes_and_refuses_a_second_start(tmp_path):
     lrs = {a["arm"]: {r["lr"] for r in a["runs"]} for a in doc["arms"]}
     assert lrs["baseline"] == {0.01} and lrs["lr3e-3"] == {0.003}  # an arm keeps its change
     for arm in arms:
-        assert (out / arm / "summary.json").is_file()
+        assert (out / arm / "summary.json").is_file() and (out / arm / "report.html").is_file()
     assert len(doc["versus_baseline"]) == 2 * (len(arms) - 1)
     assert json.loads((out / "verdicts.json").read_text())["verdicts"] == doc["verdicts"]
     assert (out / "scenario.png").stat().st_size > 0
@@ -109,6 +112,7 @@ def test_a_whole_scenario_runs_resumes_and_refuses_a_second_start(tmp_path):
 
 
 def test_a_scenario_into_a_folder_of_other_files_is_refused(tmp_path):
+    """A folder holding anything else is refused, and left as it was."""
     (tmp_path / "notes.txt").write_text("mine")
     res = CliRunner().invoke(cli, ["convergence", "--scenario", "repeatvec", *TINY_ARGS,
                                    "--out", str(tmp_path)])
@@ -118,6 +122,7 @@ def test_a_scenario_into_a_folder_of_other_files_is_refused(tmp_path):
 
 
 def test_a_damaged_scenario_record_is_named_not_a_traceback(tmp_path):
+    """A scenario.json that is not JSON: one error line naming it."""
     (tmp_path / "scenario.json").write_text("{not json")
     res = CliRunner().invoke(cli, ["convergence", "--scenario", "repeatvec", *TINY_ARGS,
                                    "--out", str(tmp_path), "--resume"])
