@@ -49,6 +49,8 @@ def test_a_bad_setting_is_named_by_its_key_or_by_the_file(tmp_path):
     ({"resume": True}, "--resume: expected --out DIR, the run folder to continue, got none"),
     ({"resume": True, "scenario": "repeatvec"},
      "--resume: expected --out DIR, the scenario folder to continue, got none"),
+    ({"executor": "dask-local", "scheduler": "tcp://10.0.0.1:8786"},
+     "--scheduler: expected no --executor dask-local with a scheduler address"),
 ])
 def test_bad_arguments_are_named_by_their_option(tmp_path, kwargs, message):
     """Each fails before anything is written."""

@@ -1,6 +1,7 @@
 """Grid runs on a real Dask cluster (LocalCluster of worker processes): the same curves as
 the local process pool, a killed worker's run resumed from its checkpoint, and the executor
 options' errors."""
+import importlib.util
 import json
 import os
 import signal
@@ -12,11 +13,12 @@ from click.testing import CliRunner
 
 from ctcbench.cli import cli
 from ctcbench.convergence.config import build
-from ctcbench.convergence.executors import DaskExecutor, LocalPool, make_executor
+from ctcbench.convergence.executors import DaskExecutor, LocalPool, check_scheduler, make_executor
 from ctcbench.convergence.grid import run_grid
 from ctcbench.runs.store import RowLog
 
-distributed = pytest.importorskip("distributed", reason="needs the [dask] extra: pip install -e '.[dask]'")
+needs_dask = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                reason="needs the [dask] extra: pip install -e '.[dask]'")
 
 TINY = {"data.train_size": 48, "data.test_size": 8, "data.min_len": 1, "data.max_len": 3,
         "steps": 4, "eval_every": 2, "batch_size": 4, "model.channels": 4, "model.hidden": 8}
@@ -29,6 +31,7 @@ TIMING = ("cpu_s", "wall_s")  # the only fields that may differ between two iden
 @pytest.fixture(scope="module")
 def cluster():
     """Two Dask worker processes with one thread each, as `dask worker --nthreads 1` gives."""
+    import distributed
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as c:
         yield c
@@ -41,6 +44,7 @@ def curves(run_dir):
             for d in sorted((run_dir / "runs").iterdir())}
 
 
+@needs_dask
 def test_dask_cluster_gives_the_local_pools_curves(tmp_path, cluster):
     """The same grid through --scheduler (a real Dask cluster) and the local process pool:
     identical curve rows, step for step, and a complete run folder."""
@@ -62,9 +66,11 @@ def test_dask_cluster_gives_the_local_pools_curves(tmp_path, cluster):
         assert (out / name).is_file(), name
 
 
+@needs_dask
 def test_killed_worker_resumes_its_run_from_the_checkpoint(tmp_path, cluster):
     """A worker process killed mid-run: the run is rescheduled, continues from its last
     checkpoint, and ends with exactly one curve row per eval step."""
+    import distributed
     base, grid = build({**TINY, "steps": 300, "eval_every": 5})
     client = distributed.Client(cluster)
     done = {}
@@ -101,9 +107,9 @@ def test_killed_worker_resumes_its_run_from_the_checkpoint(tmp_path, cluster):
 
 
 @pytest.mark.parametrize("kind,scheduler,message", [
-    ("dask-local", "tcp://127.0.0.1:8786", "scheduler: expected no --executor dask-local"),
-    ("threads", None, "executor: expected one of local, dask-local, got 'threads'"),
-    ("local", " ", "scheduler: expected an address like tcp://HOST:8786"),
+    ("dask-local", "tcp://127.0.0.1:8786", "--scheduler: expected no --executor dask-local"),
+    ("threads", None, "--executor: expected one of local, dask-local, got 'threads'"),
+    ("local", " ", "--scheduler: expected an address like tcp://HOST:8786"),
 ])
 def test_executor_choice_errors(kind, scheduler, message):
     """Contradictory or unknown executor settings are one clear error naming the option."""
@@ -111,6 +117,33 @@ def test_executor_choice_errors(kind, scheduler, message):
         make_executor(kind, scheduler=scheduler, jobs=2)
 
 
+@pytest.mark.parametrize("address", ["tcp://10.0.0.1:8786", "10.0.0.1:8786", "tls://sched:8786",
+                                     "tcp://[::1]:8786", "ws://host.example:80"])
+def test_scheduler_addresses_dask_takes_pass(address):
+    """HOST:PORT, with or without one of Dask's protocols."""
+    check_scheduler(address)
+
+
+@pytest.mark.parametrize("address", ["not a url", "", "tcp://host", "http://host:8786",
+                                     "tcp://host:port", "tcp://:8786", "tcp://host:8786/path"])
+def test_scheduler_addresses_dask_cannot_take_are_refused(address):
+    """No protocol Dask speaks, no port, no host, a path: refused naming --scheduler."""
+    with pytest.raises(ValueError, match="^--scheduler: expected an address like tcp://HOST:8786"):
+        check_scheduler(address)
+
+
+def test_a_scheduler_that_is_not_an_address_is_named_before_any_work(tmp_path):
+    """--scheduler 'not a url': one error line naming --scheduler; no run folder, no data."""
+    res = CliRunner().invoke(cli, ["convergence", *TINY_ARGS, "--out", str(tmp_path / "x"),
+                                   "--cache-dir", str(tmp_path / "cache"),
+                                   "--scheduler", "not a url"])
+    assert res.exit_code == 1, res.output
+    assert res.output.strip() == ("Error: --scheduler: expected an address like tcp://HOST:8786 "
+                                  "(tcp|tls|ws|wss|ucx://HOST:PORT), got 'not a url'")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "cache").exists()
+
+
+@needs_dask
 def test_unreachable_scheduler_is_a_clean_cli_error(tmp_path):
     """--scheduler pointing at no scheduler ends with one error line, no traceback."""
     res = CliRunner().invoke(cli, ["convergence", *TINY_ARGS, "--out", str(tmp_path / "x"),
