@@ -42,6 +42,14 @@ def load_checkpoint(path: str | Path) -> dict:
     return state
 
 
+def checkpoint_step(path: Path) -> int | None:
+    """The step of the checkpoint at ``path``; None when there is none or it is unreadable."""
+    try:
+        return int(load_checkpoint(path)["step"])
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def restore(state: dict, model, opt, sched) -> tuple[int, float, float]:
     """Load ``state`` into ``model``, ``opt``, ``sched`` and torch's RNG; returns ``(step,
     CPU seconds, wall seconds)`` so far. ValueError when the state does not fit them (the

@@ -57,9 +57,9 @@ def run_task(task: RunTask, progress: Callable[[int], None] | None = None) -> st
 
     Resumes from the run's checkpoint when the grid is resumed, or when an earlier attempt
     of the same invocation (same ``token``) was cut short. With a token, each attempt is
-    logged to ``runs/<name>/attempts.jsonl``: ``{"token", "resumed_from"}`` (the checkpoint
-    step it continued from, or null)."""
-    from ctcbench.convergence.checkpoints import load_checkpoint
+    logged to ``runs/<name>/attempts.jsonl``: ``{"token", "resumed_from"}`` (the step of the
+    checkpoint it found, or null for none or an unreadable one)."""
+    from ctcbench.convergence.checkpoints import checkpoint_step
     from ctcbench.convergence.train import train_run
     from ctcbench.runs.store import RowLog
     resume = task.resume
@@ -67,8 +67,7 @@ def run_task(task: RunTask, progress: Callable[[int], None] | None = None) -> st
         task.run_dir.mkdir(parents=True, exist_ok=True)
         attempts = RowLog(task.run_dir / "attempts.jsonl")
         resume = resume or any(r.get("token") == task.token for r in attempts.rows())
-        ckpt = task.run_dir / "checkpoint.pt"
-        start = load_checkpoint(ckpt)["step"] if resume and ckpt.exists() else None
+        start = checkpoint_step(task.run_dir / "checkpoint.pt") if resume else None
         attempts.append({"token": task.token, "resumed_from": start})
     train_run(task.cfg, task.run_dir, cache_dir=task.cache_dir, resume=resume, progress=progress)
     return task.name

@@ -6,10 +6,17 @@ Files in the run folder, written as the run goes so that an interrupted run can 
   curve.jsonl      one row per eval (see ctcbench.convergence.curve)
   checkpoint.pt    the run's state at the last eval (see ctcbench.convergence.checkpoints)
   summary.json     the derived row (written when the run finishes)
+
+Resuming (``train_run(..., resume=True)``) keeps the curve's complete rows (up to its first
+torn or missing row) and continues from the checkpoint when it is at one of them; the rows
+after the checkpoint are done again, so each eval step is in the curve once, with the values
+an uninterrupted run gives (all but the CPU and wall times). A checkpoint that cannot be read,
+or that is past the last complete row, restarts the run from step 0, with a note on stderr.
 """
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -23,7 +30,8 @@ from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIV
                                          at_least, check_config, expect, in_unit_interval,
                                          setting)
 from ctcbench.convergence.ctc import ctc_loss_fn, model_loss
-from ctcbench.convergence.curve import CURVE_FLOATS, summarize
+from ctcbench.convergence.curve import (CURVE_FLOATS, complete_rows, eval_steps, summarize,
+                                        write_rows)
 from ctcbench.convergence.data import DataConfig, Pool, load_pool
 from ctcbench.convergence.decode import MAX_BEAM
 from ctcbench.convergence.diagnosis import finding_codes
@@ -31,7 +39,7 @@ from ctcbench.convergence.evaluation import evaluate
 from ctcbench.convergence.models import ModelConfig, build_model, num_params
 from ctcbench.convergence.optimizers import OPTIMIZERS, make_optimizer
 from ctcbench.core.reduction import SCALAR_REDUCTIONS
-from ctcbench.files import to_json
+from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RowLog
 
 
@@ -114,44 +122,89 @@ def check_fits(cfg: TrainConfig) -> None:
                 cfg.data.max_len)
 
 
+def _note(text: str) -> None:
+    print(f"note: {text}", file=sys.stderr)
+
+
+def _fresh(cfg: TrainConfig):
+    """The seeded model, optimizer and scheduler of step 0."""
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model)
+    return (model, *make_optimizer(model.parameters(), cfg))
+
+
+def _resume_point(cfg: TrainConfig, curve: Path, ckpt: Path) -> tuple[dict | None, list[dict]]:
+    """``(checkpoint state or None for step 0, curve rows kept)`` of a resumed run (see the
+    module docstring)."""
+    rows = complete_rows(curve, eval_steps(cfg.steps, cfg.eval_every))
+    if not ckpt.exists():
+        return None, []
+    try:
+        state = load_checkpoint(ckpt)
+    except ValueError as exc:
+        _note(f"{exc}; restarted the run from step 0")
+        return None, []
+    done = [r["step"] for r in rows]
+    if state["step"] not in done:
+        last = f"step {done[-1]}" if done else "none"
+        _note(f"{ckpt}: checkpoint at step {state['step']} but the last complete row of "
+              f"{curve.name} is {last}; restarted the run from step 0")
+        return None, []
+    return state, [r for r in rows if r["step"] <= state["step"]]
+
+
+def _finished(summary_path: Path) -> dict | None:
+    """The stored summary of a finished run; None when there is none, or it is unreadable
+    (the run's end is then done again from its checkpoint)."""
+    if not summary_path.exists():
+        return None
+    try:
+        return json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        _note(f"{summary_path}: unreadable; the run's end is done again from its checkpoint")
+        return None
+
+
 def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = None,
               test: Pool | None = None, cache_dir=None, resume: bool = False,
               progress=None) -> dict:
     """Train one model, logging to ``run_dir``; returns the summary row.
 
     ``progress(n)`` is called with the number of steps just done (for a progress bar).
-    With ``resume``, a run folder holding a checkpoint continues from it; a finished run
-    returns its stored summary.
+    With ``resume``, a run folder holding a checkpoint continues from it (see the module
+    docstring); a finished run returns its stored summary.
     """
     cfg = cfg.check()
     _sync_model_config(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path, summary_path = run_dir / "checkpoint.pt", run_dir / "summary.json"
-    if resume and summary_path.exists():
+    stored = _finished(summary_path) if resume else None
+    if stored is not None:
         if progress:
             progress(cfg.steps)
-        return json.loads(summary_path.read_text())
+        return stored
+    summary_path.unlink(missing_ok=True)  # a summary from before this run's start is not its own
     torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
     train = train if train is not None else load_pool(cfg.data, "train", cache_dir=cache_dir)
     test = test if test is not None else load_pool(cfg.data, "test", cache_dir=cache_dir)
-    model = build_model(cfg.model)
-    opt, sched = make_optimizer(model.parameters(), cfg)
+    model, opt, sched = _fresh(cfg)
     loss_fn = ctc_loss_fn(cfg.ctc_backend, reduction=cfg.reduction)
     log = RowLog(run_dir / "curve.jsonl")
 
     step, cpu0, wall0 = 0, 0.0, 0.0
-    if resume and ckpt_path.exists():
-        step, cpu0, wall0 = restore(load_checkpoint(ckpt_path), model, opt, sched)
-        # drop rows written after the checkpoint (at most one eval interval is redone)
-        rows = [r for r in log.rows(floats=CURVE_FLOATS) if r["step"] <= step]
-        log.path.write_text("".join(to_json(r) + "\n" for r in rows))
-        if progress:
-            progress(step)
-    else:
-        log.path.write_text("")
-    (run_dir / "config.json").write_text(to_json(asdict(cfg), indent=2) + "\n")
+    state, rows = _resume_point(cfg, log.path, ckpt_path) if resume else (None, [])
+    if state is not None:
+        try:
+            step, cpu0, wall0 = restore(state, model, opt, sched)
+        except ValueError as exc:
+            _note(f"{ckpt_path}: {exc}; restarted the run from step 0")
+            model, opt, sched = _fresh(cfg)
+            rows = []
+    write_rows(log.path, rows)  # the rows kept; the steps after them are done again
+    if progress and step:
+        progress(step)
+    atomic_write(run_dir / "config.json", to_json(asdict(cfg), indent=2) + "\n")
 
     cpu_start, wall_start = time.process_time() - cpu0, time.perf_counter() - wall0
     model.train()
@@ -165,12 +218,12 @@ def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = Non
         if cfg.diagnose_every:  # the doctor's finding codes; None between diagnosed steps
             row["findings"] = (finding_codes(model, test, reduction=cfg.reduction)
                                if step % cfg.diagnose_every == 0 else None)
-        log.append(row)
+        log.append(row)  # the row first: a checkpoint is never ahead of the curve
         save_checkpoint(ckpt_path, cfg=cfg, model=model, opt=opt, sched=sched, step=step,
                         extra={"cpu_s": row["cpu_s"], "wall_s": row["wall_s"]})
         train_losses.clear()
 
-    if step == 0:
+    if not rows:  # a run from step 0 logs it; a resumed one holds the row of its checkpoint
         log_eval(0)
     params = [p for p in model.parameters()]
     short = np.flatnonzero(train.lengths <= cfg.curriculum_len)  # the curriculum's lines
@@ -207,7 +260,7 @@ def train_run(cfg: TrainConfig, run_dir: str | Path, *, train: Pool | None = Non
         summary.update(beam_cer=final["cer"], beam_seq_acc=final["seq_acc"])
     summary.update(run=run_dir.name, run_dir=str(run_dir), checkpoint=str(ckpt_path),
                    params=num_params(model), **_identity(cfg))
-    summary_path.write_text(to_json(summary, indent=2) + "\n")
+    atomic_write(summary_path, to_json(summary, indent=2) + "\n")
     return summary
 
 

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from ctcbench.convergence.checkpoints import load_checkpoint, model_from_checkpoint, restore
+from ctcbench.convergence.checkpoints import (checkpoint_step, load_checkpoint,
+                                              model_from_checkpoint, restore)
 from ctcbench.convergence.models import build_model
 from ctcbench.convergence.optimizers import make_optimizer
 from ctcbench.convergence.train import train_run
@@ -21,6 +22,15 @@ def test_checkpoint_errors(tmp_path):
     (tmp_path / "bad.pt").write_text("not a checkpoint")
     with pytest.raises(ValueError, match="checkpoint: expected a checkpoint.pt written by"):
         load_checkpoint(tmp_path / "bad.pt")
+
+
+def test_checkpoint_step_is_none_without_a_readable_one(tmp_path):
+    """The step of a run's last eval; None for a missing or damaged file, never an error."""
+    train_run(tiny_train_config(steps=3, eval_every=2), tmp_path)
+    assert checkpoint_step(tmp_path / "checkpoint.pt") == 3
+    assert checkpoint_step(tmp_path / "none.pt") is None
+    (tmp_path / "bad.pt").write_bytes(b"\x00" * 10)
+    assert checkpoint_step(tmp_path / "bad.pt") is None
 
 
 def test_restore_gives_back_the_state_and_refuses_one_that_does_not_fit(tmp_path):
