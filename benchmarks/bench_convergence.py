@@ -25,9 +25,9 @@ def test_default_rmsprop_reaches_target(benchmark, tmp_path):
     """The default run reaches CER <= 5% and reports how long it took (wall and CPU)."""
     def run():
         start = time.perf_counter()
-        run_dir, summary = run_grid(TrainConfig(), Grid(optimizers=("rmsprop",)), out=tmp_path / "run",
-                                    cache_dir=tmp_path / "cache", show_progress=False)
-        return time.perf_counter() - start, run_dir, summary
+        result = run_grid(TrainConfig(), Grid(optimizers=("rmsprop",)), out=tmp_path / "run",
+                          cache_dir=tmp_path / "cache", show_progress=False)
+        return time.perf_counter() - start, result.run_dir, result.rows
     total_wall, run_dir, summary = benchmark.pedantic(run, rounds=1, iterations=1)
     name = summary["run"][0]
     rows = RowLog(run_dir / "runs" / name / "curve.jsonl").rows()
