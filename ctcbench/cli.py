@@ -1,12 +1,11 @@
 """The ``ctcbench`` command line: thin commands over library functions.
 
-Library errors become ``click.ClickException`` here and nowhere else. Heavy imports
+Library errors become one ``Error:`` line here and nowhere else (``Commands``). Heavy imports
 happen inside commands, so ``ctcbench --help`` stays instant.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import click
 from ctcbench import __version__
 from ctcbench.convergence.options import SettingsCommand
 from ctcbench.convergence.scenarios import SCENARIOS
+from ctcbench.runtime.registry import REFERENCE
 
 
 def format_option(*choices: str):
@@ -23,23 +23,31 @@ def format_option(*choices: str):
                         show_default=True, help="Output for people (table) or machines.")
 
 
-def library_errors(fn):
-    """Turn the library's ValueError/KeyError/OSError into one clean CLI error line."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+LIBRARY_ERRORS = (ValueError, KeyError, OSError, RuntimeError)  # what the library raises for
+# a bad argument, a file it cannot use or a backend that cannot run (BackendUnavailable)
+
+
+class Commands(click.Group):
+    """The command group: any library error, whichever command raised it, reaches the user as
+    one line (``Error: ...``, exit 1) instead of a traceback; this is the one place that does it."""
+
+    def invoke(self, ctx):
         try:
-            return fn(*args, **kwargs)
-        except (ValueError, KeyError, OSError) as exc:  # OSError: a file it cannot write, ...
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except LIBRARY_ERRORS as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise click.ClickException(str(message)) from None
-    return wrapper
+            raise click.ClickException(str(message) or type(exc).__name__) from None
 
 
 def finish_run(result):
     """A driver's run folder ends with its report.html, written here after the driver
     returned (no driver imports the report)."""
-    from ctcbench.report import write_report
+    from ctcbench.drivers import write_report
     result.files.append(write_report([result.run_dir]))
+    resumed = f" ({result.resumed} kept from the earlier run)" if result.resumed else ""
+    click.echo(f"run folder: {result.run_dir}{resumed}", err=True)
     return result
 
 
@@ -55,7 +63,7 @@ def out_options(kind: str, resume_note: str = ""):
     return decorate
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ctcbench")
 def cli():
     """Benchmark, cross-check and debug CTC loss implementations."""
@@ -83,7 +91,6 @@ def backends(fmt):
               type=click.Path(file_okay=False),
               help="Folder of .toml/.json case files to list instead of the built-in library.")
 @format_option("table", "json")
-@library_errors
 def cases_cmd(case_dirs, fmt):
     """List the edge cases: family, oracle, dtypes and what each one checks."""
     from ctcbench.caselib.library import describe, load_cases
@@ -117,7 +124,6 @@ def cases_cmd(case_dirs, fmt):
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Save margins.png (error / tolerance per case and backend) in the run folder.")
 @format_option("table", "json", "csv")
-@library_errors
 def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
     from ctcbench.compare.run import compare
@@ -125,6 +131,7 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
     from ctcbench.files import to_json
     result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
                      case_dirs=case_dirs or None, out=out, resume=resume, plot=plot)
+    finish_run(result)
     summary = result.summary
     if fmt == "json":
         click.echo(to_json({"summary": summary, "rows": df_records(result.rows)}, indent=1))
@@ -158,7 +165,6 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the findings, their evidence and fixes and the frames plot "
                    "as one HTML page.")
-@library_errors
 def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path):
     """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
     from ctcbench.doctor.diagnose import diagnose
@@ -174,9 +180,10 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
                                        f"{' or '.join(suffixes)}, got {path!r}")
         folder = Path(path or ".").parent  # checked before any work, so a bad path cannot
         if path and (not folder.is_dir() or not os.access(folder, os.W_OK)):  # fail it at the end
+            why = ("is not writable" if folder.is_dir() else
+                   "is a file, not a folder" if folder.exists() else "does not exist")
             raise click.ClickException(f"{option}: expected {what} path in an existing, writable "
-                                   f"folder, got {path!r} ({folder} "
-                                   f"{'is not writable' if folder.is_dir() else 'does not exist'})")
+                                       f"folder, got {path!r} ({folder} {why})")
     inputs = load_inputs(file)
     if blank is not None:
         inputs["blank"] = blank
@@ -189,7 +196,7 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
         from ctcbench.doctor.plot import plot_frames
         click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)
     if html_path:
-        from ctcbench.report import write_doctor_report
+        from ctcbench.drivers import write_doctor_report
         html = write_doctor_report(result, inputs, html_path, layout=layout, source=file)
         click.echo(f"report: {html}", err=True)
     if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
@@ -217,7 +224,6 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
 @click.option("--fail-on", "fail_on", multiple=True, metavar="METRIC:PCT",
               help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
                    "over the baseline, e.g. time:20%.")
-@library_errors
 def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baseline, fail_on):
     """Time forward+backward and peak memory of every backend over a size grid."""
     from ctcbench.bench.run import bench as run_bench, format_table, records
@@ -226,6 +232,7 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
     threads = thread_counts(threads, "--threads")  # the error names the option
     result = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
                        dtype=dtype, out=out, resume=resume, baseline=baseline, fail_on=fail_on)
+    finish_run(result)
     rows = records(result.rows)
     if fmt == "json":
         click.echo(to_json(rows, indent=2))
@@ -233,8 +240,6 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
         click.echo((result.run_dir / "bench.csv").read_text(), nl=False)
     else:
         click.echo(format_table(rows))
-    click.echo(f"results and plots in {result.run_dir}"
-               + (f" ({result.resumed} sizes resumed)" if result.resumed else ""), err=True)
     if result.summary["regressions"]:
         raise click.ClickException("\n".join(result.summary["regressions"]))
 
@@ -261,7 +266,6 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
                    "not what an arm changes.")
 @format_option("table", "json")
 @click.pass_context
-@library_errors
 def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorboard, scenario,
                 fmt, config_file, **_settings):
     """Train small line recognisers with CTC under several optimizers and record convergence.
@@ -301,10 +305,10 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
                 type=click.Path(file_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="HTML file to write [default: RUN_DIR/report.html for one folder].")
-@library_errors
 def report(run_dirs, out):
-    """Write one self-contained HTML page for compare, bench or convergence run folders."""
-    from ctcbench.report import write_report
+    """Write one self-contained HTML page for run folders of any kind (compare, bench,
+    convergence, fuzz), side by side."""
+    from ctcbench.drivers import write_report
     click.echo(f"report: {write_report([Path(d) for d in run_dirs], out)}")
 
 
@@ -315,7 +319,6 @@ def report(run_dirs, out):
 @click.option("--beam", type=int, default=0, show_default=True,
               help="Prefix beam search width (0 = greedy).")
 @format_option("table", "json")
-@library_errors
 def predict(checkpoint, images, beam, fmt):
     """Read line images with a trained checkpoint and print the decoded text."""
     from ctcbench.convergence.predict import predict_images
@@ -335,7 +338,7 @@ def predict(checkpoint, images, beam, fmt):
 
 @cli.command()
 @click.option("--backend", "backend_name", required=True, metavar="NAME", help="Backend to fuzz.")
-@click.option("--against", default="numpy", show_default=True, metavar="NAME",
+@click.option("--against", default=REFERENCE, show_default=True, metavar="NAME",
               help="Backend taken as right (the float64 reference by default).")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Seconds of search (shrinking a find comes on top).")
@@ -345,13 +348,13 @@ def predict(checkpoint, images, beam, fmt):
               help="Draw only this dtype (repeatable); default both, as far as the backend takes them.")
 @out_options("fuzz", resume_note=" (its stored failures are replayed first)")
 @format_option("table", "json")
-@library_errors
 def fuzz(backend_name, against, budget, seed, dtypes, out, resume, fmt):
     """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
     from ctcbench.fuzz.run import fuzz as run_fuzz
     from ctcbench.files import to_json
     result = run_fuzz(backend_name, against=against, budget=budget, seed=seed,
                       dtypes=dtypes or None, out=out, resume=resume)
+    finish_run(result)
     found = result.summary
     if fmt == "json":
         click.echo(to_json({**found, "run_dir": str(result.run_dir)}, indent=2))

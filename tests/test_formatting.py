@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from ctcbench.report.format import ms, num, ratio, sig, sort_key
+from ctcbench.formatting import ms, num, ratio, sig, sort_key
 
 
 @pytest.mark.parametrize("value", [None, math.nan, "", "nan", "None"])

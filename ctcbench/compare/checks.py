@@ -30,6 +30,7 @@ from ctcbench.caselib.expected import Answer, known_answer
 from ctcbench.caselib.known import known_issue
 from ctcbench.compare import extra
 from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem, run_takes
+from ctcbench.runtime.registry import REFERENCE
 
 STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",
                 "ok")  # failures first

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from ctcbench.convergence.config import ConfigError
-from ctcbench.errors import InputError, expect, fail
-from ctcbench.runs.store import RunResult
+from ctcbench.errors import InputError, expect
+from ctcbench.runs.store import RunResult, resume_needs_out
 
 DEFAULT_CACHE_DIR = Path("reports/.data-cache")
 
@@ -58,9 +58,7 @@ def convergence(settings: dict, *, scenario: str | None = None, out=None, resume
     from_file = load_toml(config_file) if config_file else {}
     values = {**from_file, **settings}
     expect(jobs is None or jobs >= 1, "--jobs", ">= 1", jobs)
-    if resume and out is None:
-        fail("--resume", f"--out DIR, the {'scenario' if scenario else 'run'} folder to "
-                         f"continue", "none")
+    resume_needs_out(out, resume, "scenario folder" if scenario else "run folder")
     if tensorboard is not None:  # before training: a missing package must not waste a run
         from ctcbench.convergence.events import check_tensorboard
         check_tensorboard(tensorboard)

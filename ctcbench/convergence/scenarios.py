@@ -19,9 +19,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ctcbench.files import atomic_write, read_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METRICS = ("plateau_end_step", "steps_to_cer10")
 

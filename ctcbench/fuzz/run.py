@@ -27,6 +27,7 @@ from ctcbench.caselib.judge import problem_tolerance
 from ctcbench.fuzz.judge import judge, problem_of
 from ctcbench.fuzz.problems import builds, size
 from ctcbench.progress import Progress
+from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.registry import REFERENCE, get_backend
 from ctcbench.fuzz.kind import KIND
 from ctcbench.runs.store import RunResult, check_out, open_run
@@ -63,7 +64,7 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     bad = [d for d in dtypes or () if d not in FUZZ_DTYPES]
     if bad:
         raise ValueError(f"dtype: expected {' or '.join(FUZZ_DTYPES)}, got {', '.join(bad)}")
-    backend, reference = get_backend(backend_name), get_backend(against)
+    backend, reference = _loaded(backend_name, "--backend"), _loaded(against, "--against")
     dtypes = _dtypes(backend, dtypes)
     if not dtypes:
         raise ValueError(f"backend: expected a backend computing in {' or '.join(FUZZ_DTYPES)}, "
@@ -81,6 +82,14 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     files = [Path(summary["case_file"])] if summary["found"] else []
     return RunResult(run.run_dir, rows, summary, run.environment, resumed=len(rows) - 1,
                      files=files)
+
+
+def _loaded(name: str, option: str):
+    """The backend ``name``; one that cannot run here is an error naming ``option``."""
+    try:
+        return get_backend(name)
+    except BackendUnavailable as exc:
+        raise ValueError(f"{option}: {name!r} cannot run here: {exc}") from None
 
 
 def warm_up(backend, dtypes, *, slow_s: float = 1.0) -> float:

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ctcbench.environment import environment
+from ctcbench.errors import fail
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.kinds import META, ROWS, RunKind, check_format, read_meta, recorded_kind
 from ctcbench.runs.lock import RunLock, describe_holder
@@ -169,12 +170,17 @@ def run_folder_path(kind: str, out=None) -> Path:
     return Path(out)
 
 
+def resume_needs_out(out, resume: bool, folder: str = "run folder") -> None:
+    """The one rule ``--resume`` has of its own: it continues the folder ``--out`` names."""
+    if resume and out is None:
+        fail("--resume", f"--out DIR, the {folder} to continue", "none")
+
+
 def check_out(kind: RunKind, out=None, *, resume: bool = False) -> Path:
     """The checks of ``open_run`` that need no lock, for drivers to call before any slow work
     (one line, nothing written): ``--resume`` needs ``--out``; a folder that holds a run is
     refused unless resumed, one of another kind or a newer format always. Returns the path."""
-    if resume and out is None:
-        raise ValueError("--resume: expected --out DIR, the run folder to continue, got none")
+    resume_needs_out(out, resume)
     path = run_folder_path(kind.name, out)
     if path.exists() and not path.is_dir():
         raise ValueError(f"--out: expected a folder, got {str(path)!r} (a file)")

@@ -59,3 +59,23 @@ def test_cases_command_lists_library_and_user_folders(tmp_path):
     res = runner.invoke(cli, ["cases", "--cases", str(tmp_path)])
     assert res.exit_code == 1 and "expect.oracle: expected one of" in res.output
     assert "Traceback" not in res.output
+
+
+class _Unavailable:
+    def __init__(self):
+        from ctcbench import BackendUnavailable
+        raise BackendUnavailable("its device is not here", hint="use another machine")
+
+
+def test_a_backend_that_cannot_run_is_one_line_from_any_command(register_backends, tmp_path):
+    """A library error that is not a ValueError (BackendUnavailable, a RuntimeError) still
+    reaches the user as one line, from whichever command raised it."""
+    register_backends("nowhere", _Unavailable)
+    for option, args in (("--backend", ["fuzz", "--backend", "nowhere", "--budget", "1"]),
+                         ("--against", ["fuzz", "--backend", "numpy", "--against", "nowhere",
+                                        "--budget", "1"])):
+        res = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / option)])
+        assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+        assert res.stderr.strip().splitlines() == [
+            f"Error: {option}: 'nowhere' cannot run here: its device is not here "
+            f"(use another machine)"]

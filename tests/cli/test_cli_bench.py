@@ -32,7 +32,7 @@ def test_json_output_files_and_sidecar(run, tmp_path, tiny_grid):
         assert (out / name).is_file(), name
     meta = json.loads((out / "meta.json").read_text())
     assert meta["config"]["torch_threads"] == 1 and meta["environment"]["cpu"]
-    assert "results and plots in" in result.stderr
+    assert f"run folder: {out}" in result.stderr
 
 
 def test_table_and_csv_output(run, tmp_path, tiny_grid):
