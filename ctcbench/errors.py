@@ -15,6 +15,9 @@ class InputError(ValueError):
         super().__init__(f"{name}: {problem}")
         self.name, self.problem = name, problem
 
+    def __reduce__(self):  # raised in a worker process, it is pickled back to the parent
+        return type(self), (self.name, self.problem)
+
     def named(self, name: str) -> str:
         """The message with ``name`` (an option, ``FILE: key``) in place of ``self.name``."""
         return f"{name}: {self.problem}"

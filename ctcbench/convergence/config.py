@@ -59,9 +59,6 @@ class ConfigError(InputError):
     def key(self) -> str:
         return self.name
 
-    def __reduce__(self):  # raised in a worker process, it is pickled back to the grid
-        return type(self), (self.name, self.problem)
-
 
 def expect(ok: bool, key: str, expected: str, got) -> None:
     """``ConfigError(key, "expected {expected}, got {got!r}")`` unless ``ok``."""
