@@ -6,7 +6,6 @@ happen inside commands, so ``ctcbench --help`` stays instant.
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import click
@@ -170,20 +169,13 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
     from ctcbench.doctor.diagnose import diagnose
     from ctcbench.doctor.explain import explain_perfect_vs_blank
     from ctcbench.doctor.load import load_inputs
-    from ctcbench.files import to_json
+    from ctcbench.files import check_output_file, to_json
     if explain and html_path:
         raise click.UsageError("--html: expected a diagnosis, got --explain-perfect-vs-blank")
     for option, path, what, suffixes in (("--plot", plot_path, "a PNG", (".png",)),
                                          ("--html", html_path, "an HTML", (".html", ".htm"))):
-        if path and Path(path).suffix.lower() not in suffixes:
-            raise click.ClickException(f"{option}: expected {what} path ending in "
-                                       f"{' or '.join(suffixes)}, got {path!r}")
-        folder = Path(path or ".").parent  # checked before any work, so a bad path cannot
-        if path and (not folder.is_dir() or not os.access(folder, os.W_OK)):  # fail it at the end
-            why = ("is not writable" if folder.is_dir() else
-                   "is a file, not a folder" if folder.exists() else "does not exist")
-            raise click.ClickException(f"{option}: expected {what} path in an existing, writable "
-                                       f"folder, got {path!r} ({folder} {why})")
+        if path:
+            check_output_file(path, option, what, suffixes)
     inputs = load_inputs(file)
     if blank is not None:
         inputs["blank"] = blank

@@ -68,3 +68,19 @@ def atomic_write(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -
             os.unlink(tmp)
         raise
     return path
+
+
+def check_output_file(path, option: str, what: str, suffixes: tuple[str, ...]) -> Path:
+    """``path``, checked before any work so that a bad one cannot fail a run at its end: it
+    ends in one of ``suffixes`` and lies in an existing, writable folder. The errors name
+    ``option`` (``--html``) and say what is wrong."""
+    path = Path(path)
+    if path.suffix.lower() not in suffixes:
+        fail(option, f"{what} path ending in {' or '.join(suffixes)}", repr(str(path)))
+    folder = path.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        why = ("is not writable" if folder.is_dir() else
+               "is a file, not a folder" if folder.exists() else "does not exist")
+        fail(option, f"{what} path in an existing, writable folder",
+             f"{str(path)!r} ({folder} {why})")
+    return path

@@ -147,3 +147,15 @@ def test_plot_into_a_missing_folder_fails_up_front_naming_the_option(tmp_path, b
     assert result.exit_code == 1
     assert result.output.startswith("Error: --plot: expected"), result.output
     assert "does not exist" in result.output and "ctcbench doctor:" not in result.output
+
+
+def test_plot_inside_a_file_says_it_is_a_file(tmp_path, batch):
+    """--plot whose folder is a file: the error says so, not that it does not exist."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    (tmp_path / "notes.txt").write_text("a file\n")
+    result = _run(tmp_path / "ok.npz", "--plot", tmp_path / "notes.txt" / "frames.png")
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"Error: --plot: expected a PNG path in an existing, writable folder, got "
+        f"{str(tmp_path / 'notes.txt' / 'frames.png')!r} ({tmp_path / 'notes.txt'} is a file, "
+        f"not a folder)")
