@@ -13,24 +13,7 @@ A setting's key is its field name, dotted below the training config: ``lr``,
 ``model.name``) take one value or a list: one run per combination.
 
 A ``--config`` file is TOML with the same keys, the model and data settings in ``[model]`` and
-``[data]`` tables::
-
-    optimizer = ["adam", "rmsprop"]   # grid settings: a value or a list
-    lr = [1e-3, 3e-3]
-    seed = [0, 1, 2]
-    steps = 300
-    clip = 5.0
-
-    [model]
-    name = "crnn"                     # also a grid setting
-    batchnorm = true
-    channels = 16
-
-    [data]
-    kind = "lines"
-    max_len = 6
-    seed = 0                          # the data seed (--data-seed)
-
+``[data]`` tables (an example: ``ctcbench convergence --help``).
 Options given on the command line override the file; unknown keys and values of the wrong
 type are errors naming the file and the key.
 """
