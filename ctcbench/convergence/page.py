@@ -85,6 +85,12 @@ PANELS = (("test_loss", "held-out CTC loss", True), ("cer", "held-out CER (greed
 
 
 def convergence_bands(curves, plateau_ends: dict) -> str | None:
+    """:func:`convergence_bands_figure` as a PNG data URI; None without curves."""
+    fig = convergence_bands_figure(curves, plateau_ends)
+    return None if fig is None else png_uri(fig)
+
+
+def convergence_bands_figure(curves, plateau_ends: dict):
     """2x2 panels (loss, CER, blank fraction, gradient norm) against step: per group of runs
     that differ only in seed, the median over seeds as a line and the min-max band shaded.
     ``plateau_ends`` maps a group label to its runs' plateau end steps, drawn as dotted
@@ -120,4 +126,4 @@ def convergence_bands(curves, plateau_ends: dict) -> str | None:
     axes[0, 0].plot([], [], color="grey", ls=":", label="plateau end (one line per seed)")
     axes[0, 0].legend(fontsize=8, frameon=False)
     fig.tight_layout()
-    return png_uri(fig)
+    return fig
