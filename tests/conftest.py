@@ -208,3 +208,20 @@ def brute_force_batch(problem):
 
 # The source of tests/wrong_backends.py, for tests that install it as a plugin distribution.
 WRONG_BACKENDS_SOURCE = (__import__("pathlib").Path(__file__).parent / "wrong_backends.py").read_text()
+
+
+# one case in the case-file format, its name and oracle to fill in
+MINIMAL_CASE = """
+[[case]]
+name = "{name}"
+description = "one sample"
+provenance = "test"
+[case.build]
+generator = "random"
+C = 3
+[[case.build.sample]]
+target = [1]
+T = 2
+[case.expect]
+oracle = "{oracle}"
+"""

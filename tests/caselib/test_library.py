@@ -9,20 +9,7 @@ from click.testing import CliRunner
 from ctcbench.cli import cli
 from ctcbench.caselib.library import DEFAULT_TOLERANCES, load_cases, select_cases
 
-MINIMAL = """
-[[case]]
-name = "{name}"
-description = "one sample"
-provenance = "test"
-[case.build]
-generator = "random"
-C = 3
-[[case.build.sample]]
-target = [1]
-T = 2
-[case.expect]
-oracle = "{oracle}"
-"""
+from conftest import MINIMAL_CASE as MINIMAL
 
 
 @pytest.fixture(scope="module")

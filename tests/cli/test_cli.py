@@ -6,6 +6,8 @@ from click.testing import CliRunner
 from ctcbench.caselib.library import load_cases
 from ctcbench.cli import cli
 
+from conftest import MINIMAL_CASE
+
 
 def test_backends_table():
     """`ctcbench backends` prints one line per backend with its availability."""
@@ -30,22 +32,6 @@ def test_unknown_option_is_a_usage_error():
     assert result.exit_code == 2 and "xml" in result.output
 
 
-BAD_ORACLE = """
-[[case]]
-name = "x"
-description = "one sample"
-provenance = "test"
-[case.build]
-generator = "random"
-C = 3
-[[case.build.sample]]
-target = [1]
-T = 2
-[case.expect]
-oracle = "magic"
-"""
-
-
 def test_cases_command_lists_library_and_user_folders(tmp_path):
     """`ctcbench cases` lists every case (table and JSON); a bad folder is a clean CLI error."""
     runner = CliRunner()
@@ -55,7 +41,7 @@ def test_cases_command_lists_library_and_user_folders(tmp_path):
     assert len(rows) == len(load_cases()) and rows[0]["provenance"]
     table = runner.invoke(cli, ["cases"])
     assert "published/tf_basic" in table.stdout
-    (tmp_path / "bad.toml").write_text(BAD_ORACLE)
+    (tmp_path / "bad.toml").write_text(MINIMAL_CASE.format(name="x", oracle="magic"))
     res = runner.invoke(cli, ["cases", "--cases", str(tmp_path)])
     assert res.exit_code == 1 and "expect.oracle: expected one of" in res.output
     assert "Traceback" not in res.output
