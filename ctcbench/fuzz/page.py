@@ -17,6 +17,7 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     for s in found:
         case = Path(s.get("case_file") or "")
         s["case_text"] = case.read_text(encoding="utf-8") if case.is_file() else None
+        s["case_dir"] = str(case.parent)
     return {"settings": {k: config[k] for k in ("backend", "against", "dtypes") if k in config},
             "searches": searches, "found": found,
             "tried": sum(int(s.get("tried") or 0) for s in searches)}
