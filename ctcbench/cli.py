@@ -13,6 +13,7 @@ import click
 from ctcbench import __version__
 from ctcbench.convergence.options import SettingsCommand
 from ctcbench.convergence.scenarios import SCENARIOS
+from ctcbench.doctor.load import MAX_BYTES
 from ctcbench.runtime.registry import REFERENCE
 
 
@@ -164,7 +165,11 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the findings, their evidence and fixes and the frames plot "
                    "as one HTML page.")
-def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path):
+@click.option("--max-bytes", "max_bytes", type=click.IntRange(min=1), default=MAX_BYTES,
+              show_default=True, help="Refuse FILE when its arrays claim more bytes than this "
+              "in all (read from the headers, before loading).")
+def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path,
+           max_bytes):
     """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
     from ctcbench.doctor.diagnose import diagnose
     from ctcbench.doctor.explain import explain_perfect_vs_blank
@@ -176,7 +181,7 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
                                          ("--html", html_path, "an HTML", (".html", ".htm"))):
         if path:
             check_output_file(path, option, what, suffixes)
-    inputs = load_inputs(file)
+    inputs = load_inputs(file, max_bytes=max_bytes)
     if blank is not None:
         inputs["blank"] = blank
     if explain:

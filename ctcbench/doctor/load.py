@@ -3,10 +3,16 @@
 The file holds ``log_probs`` or ``logits`` or ``probs``, ``targets``, ``input_lengths``,
 ``target_lengths`` and optionally ``blank``; :func:`load_inputs` returns them as keyword
 arguments for :func:`ctcbench.doctor.diagnose`.
+
+Sizes are read before data: each ``.npz`` member's ``.npy`` header (shape and dtype) and the
+inflated size its zip entry records, each member of torch's zip format likewise; a file whose
+arrays claim more than ``max_bytes`` in all is refused before anything is allocated.
 """
 from __future__ import annotations
 
+import math
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +20,17 @@ import numpy as np
 VALUE_KEYS = ("log_probs", "logits", "probs")
 REQUIRED_KEYS = ("targets", "input_lengths", "target_lengths")
 SUFFIXES = (".npz", ".pt", ".pth")
+MAX_BYTES = 2 ** 28  # 256 MiB of arrays per file unless raised (ctcbench doctor --max-bytes)
+NPY_VERSIONS = {(1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0}
 
 
-def load_inputs(path) -> dict:
+def load_inputs(path, *, max_bytes: int = MAX_BYTES) -> dict:
     """``{"log_probs"|"logits"|"probs": ..., "targets": ..., ..., ["blank": int]}`` from ``path``.
 
     Raises ``ValueError`` naming the file and what was expected for anything unreadable or
-    malformed, and ``FileNotFoundError`` when it does not exist.
+    malformed, or holding more than ``max_bytes`` bytes of arrays (checked on the headers,
+    before reading), and ``FileNotFoundError`` when it does not exist.
     """
     path = Path(path)
     if not path.is_file():
@@ -28,7 +38,14 @@ def load_inputs(path) -> dict:
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise ValueError(f"FILE: expected a .npz or .pt file, got {path.name!r}")
-    data = _load_npz(path) if suffix == ".npz" else _load_pt(path)
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path.name}: expected a NumPy .npz archive (np.savez), got a file that "
+                         "is not a zip archive" if suffix == ".npz" else
+                         f"{path.name}: expected a torch.save'd dict of tensors loadable with "
+                         "weights_only=True, got a file that is not torch's zip format (files "
+                         "saved with _use_new_zipfile_serialization=False are not read: their "
+                         "sizes cannot be checked before loading)")
+    data = _load_npz(path, max_bytes) if suffix == ".npz" else _load_pt(path, max_bytes)
     given = [k for k in VALUE_KEYS if k in data]
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if len(given) != 1 or missing:
@@ -53,22 +70,84 @@ def load_inputs(path) -> dict:
     return out
 
 
-def _load_npz(path: Path) -> dict:
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"{path.name}: expected a NumPy .npz archive (np.savez), got a file that "
-                         "is not a zip archive")
+def _load_npz(path: Path, max_bytes: int) -> dict:
     try:
-        with np.load(path, allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        with zipfile.ZipFile(path) as archive:
+            members = [i for i in archive.infolist() if i.filename.endswith(".npy")]
+            _check_members(path, members, max_bytes)
+            out, total = {}, 0
+            for info in members:
+                with archive.open(info) as fp:
+                    shape, fortran, dtype, nbytes = _npy_header(path, info, fp)
+                    total += nbytes
+                    if total > max_bytes:
+                        _too_big(path, info.filename, f"an array header claiming shape {shape} "
+                                 f"{dtype} = {nbytes} bytes", max_bytes,
+                                 "" if nbytes > max_bytes else f" (with the arrays before it: {total})")
+                    buf = bytearray(nbytes)  # the claimed size, now known to be within max_bytes
+                    if fp.readinto(buf) != nbytes:
+                        raise ValueError(f"{path.name}: {info.filename}: expected {nbytes} bytes "
+                                         f"of {dtype} data after its header, got fewer "
+                                         "(a truncated or inconsistent member)")
+                    array = np.frombuffer(buf, dtype=dtype)
+                    out[info.filename.removesuffix(".npy")] = (
+                        array.reshape(shape[::-1]).T if fortran else array.reshape(shape))
+            return out
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:
         raise ValueError(f"{path.name}: expected a NumPy .npz archive, got an unreadable file "
                          f"({type(exc).__name__}: {exc})") from None
-    except ValueError as exc:  # object arrays need pickle, which is refused
-        raise ValueError(f"{path.name}: expected plain numeric arrays, got {exc}") from None
 
 
-def _load_pt(path: Path) -> dict:
+def _check_members(path: Path, members: list, max_bytes: int) -> None:
+    """Refuse zip members that inflate past ``max_bytes`` (one or together), from the sizes the
+    archive records, before any is read; only stored and deflated members are read."""
+    total = 0
+    for info in members:
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ValueError(f"{path.name}: {info.filename}: expected a stored or deflated zip "
+                             f"member (as np.savez and torch.save write), got compression type "
+                             f"{info.compress_type}")
+        total += info.file_size
+        if total > max_bytes:
+            how = (f"inflates to {info.file_size} bytes ({info.compress_size} in the file)"
+                   if info.compress_type == zipfile.ZIP_DEFLATED else f"holds {info.file_size} bytes")
+            _too_big(path, info.filename, f"a member that {how}", max_bytes,
+                     "" if info.file_size > max_bytes else f" (with the members before it: {total})")
+
+
+def _npy_header(path: Path, info, fp) -> tuple:
+    """``(shape, fortran_order, dtype, nbytes)`` from one member's ``.npy`` header."""
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version not in NPY_VERSIONS:
+            raise ValueError(f"format version {version[0]}.{version[1]} (1.0 or 2.0 expected)")
+        shape, fortran, dtype = NPY_VERSIONS[version](fp)
+    except ValueError as exc:
+        raise ValueError(f"{path.name}: {info.filename}: expected a .npy header, got "
+                         f"{str(exc).splitlines()[0]}") from None
+    if dtype.hasobject:
+        raise ValueError(f"{path.name}: expected plain numeric arrays, got {info.filename} of "
+                         f"dtype {dtype} (object arrays need pickle, which is refused)")
+    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: a claim of 10**12 cannot overflow
+    return shape, fortran, dtype, nbytes
+
+
+def _too_big(path: Path, member: str, claim: str, max_bytes: int, context: str = ""):
+    mib = f"{max_bytes / 2 ** 20:.4g} MiB; " if max_bytes >= 2 ** 20 else ""
+    raise ValueError(f"{path.name}: {member}: expected at most {max_bytes} bytes ({mib}raise it "
+                     f"with max_bytes= or --max-bytes), got {claim}{context}")
+
+
+
+def _load_pt(path: Path, max_bytes: int) -> dict:
     import torch
+    try:  # torch's zip format: data.pkl plus one member per storage, each of its byte size
+        with zipfile.ZipFile(path) as archive:
+            _check_members(path, archive.infolist(), max_bytes)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise ValueError(f"{path.name}: expected a torch.save'd dict of tensors loadable with "
+                         f"weights_only=True, got an unreadable file ({type(exc).__name__}: "
+                         f"{exc})") from None
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a text file gives a bare KeyError, others pickle/zip errors

@@ -159,3 +159,15 @@ def test_plot_inside_a_file_says_it_is_a_file(tmp_path, batch):
         f"Error: --plot: expected a PNG path in an existing, writable folder, got "
         f"{str(tmp_path / 'notes.txt' / 'frames.png')!r} ({tmp_path / 'notes.txt'} is a file, "
         f"not a folder)")
+
+
+def test_max_bytes_refuses_a_big_file_in_one_line_and_raising_it_reads_it(tmp_path, batch):
+    """A healthy file over --max-bytes: one 'Error: ...' line naming the member, its size and
+    the limit; with the limit raised past it the same file is diagnosed."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    result = _run(tmp_path / "ok.npz", "--max-bytes", 1000)
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ok.npz: log_probs.npy: expected at most 1000 bytes")
+    assert "(raise it with max_bytes= or --max-bytes), got a member that holds" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert _run(tmp_path / "ok.npz", "--max-bytes", 10 ** 6).exit_code == 0
