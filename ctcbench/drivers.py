@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from pathlib import Path
 
 from ctcbench.runs.kinds import RunKind, identify
@@ -23,10 +24,16 @@ def kinds() -> dict[str, RunKind]:
 def run_page(run_dir: Path, link_base: Path) -> dict:
     """What the page shows of one run folder; one-line ValueError for a folder that is no
     run, of a kind this version does not know, or of a newer row format."""
+    run_dir = Path(run_dir)
     kind, meta = identify(run_dir, kinds())
-    body = kind.page_context(Path(run_dir), meta, link_base)
-    return {"kind": kind.name, "template": kind.template, "name": Path(run_dir).resolve().name,
-            "dir": str(run_dir), "env": meta.get("environment") or {}, "body": body}
+    body = kind.page_context(run_dir, meta, link_base)
+    files = [p for pattern in ("rows.jsonl", "meta.json", *kind.exports)
+             for p in sorted(run_dir.glob(pattern.rstrip("/"))) if p.name != "report.html"]
+    links = [(p.name + ("/" if p.is_dir() else ""), Path(os.path.relpath(p, link_base)).as_posix())
+             for p in files]
+    return {"kind": kind.name, "template": kind.template, "name": run_dir.resolve().name,
+            "dir": str(run_dir), "env": meta.get("environment") or {}, "body": body,
+            "files": links}
 
 
 def write_report(run_dirs, out: Path | None = None) -> Path:

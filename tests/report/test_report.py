@@ -93,6 +93,19 @@ def test_each_command_writes_report_html_into_its_run_folder(runs):
     assert "<h3>Searches</h3>" in (runs / "fuzz" / "report.html").read_text()
 
 
+@pytest.mark.parametrize("name,files", [
+    ("compare", {"rows.jsonl", "meta.json", "rows.csv", "rows.json", "margins.png"}),
+    ("bench", {"rows.jsonl", "meta.json", "bench.csv", "bench.json", "time_vs_cells.png"}),
+    ("convergence", {"rows.jsonl", "meta.json", "summary.csv", "curves.csv", "runs/"}),
+])
+def test_each_page_links_the_files_of_its_run(runs, name, files):
+    """The files line of a page links what its kind declares it writes, each to a file there."""
+    html = (runs / name / "report.html").read_text()
+    links = dict((text, href) for href, text in re.findall(r'<a href="([^"]+)">([^<]+)</a>', html))
+    assert files <= set(links), files - set(links)
+    assert all((runs / name / links[f]).exists() for f in files)
+
+
 @pytest.mark.parametrize("name,kind", [("compare", "compare"), ("bench", "bench"),
                                        ("convergence", "convergence"), ("fuzz", "fuzz")])
 def test_kind_is_recognised_without_meta(runs, tmp_path, name, kind):
