@@ -60,3 +60,16 @@ class ProbabilitySpace:
                 loss[n] = -np.log(alpha[-1] + (alpha[-2] if S > 1 else 0.0))
         result.loss = loss
         return result
+
+
+class LossBelowZero:
+    """float32 only: the loss 1e-7 low, inside float32's loss tolerance, so only the invariant
+    catches it: below 0 on a near-certain alignment (google-deepmind/optax#1771 gives -2.06e-8)."""
+
+    dtypes = ("float32",)
+
+    def run(self, problem):
+        result = NumpyBackend().run(problem)
+        result.loss = result.loss - 1e-7
+        return result
+

@@ -6,8 +6,10 @@ function that adds its failures to the row's ``Checks`` (``ctcbench.compare.chec
                      ``ctcbench.reduce_loss`` and through the backend's own ``run_reduced``;
   check_finite_difference  central differences in float64 of the backend's own summed loss;
   check_deterministic      a second call gives bit-identical loss and gradient;
-  check_invariants   gradient rows sum to 0, entries in [-1, 1], 0 on padded frames and
-                     infeasible samples (``ctcbench.core.invariants``), where weights are unit.
+  check_invariants   a finite loss is never below 0, +inf exactly for infeasible targets, on
+                     every variant; gradient rows sum to 0, entries in [-1, 1], 0 on padded
+                     frames and infeasible samples, where weights are unit
+                     (``ctcbench.core.invariants``).
 Shape letters are those of ``ctcbench.core.problem``.
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from ctcbench.caselib.builders import to_problem
 from ctcbench.caselib.expect_spec import finite_difference_spec
 from ctcbench.core.arrays import to_numpy
-from ctcbench.core.invariants import INVARIANT_TOL, broken_invariants
+from ctcbench.core.invariants import INVARIANT_TOL, broken_invariants, broken_loss_invariants
 from ctcbench.core.reduction import reduce_loss, reduction_weights
 from ctcbench.runtime.protocol import UnsupportedProblem
 
@@ -154,16 +156,19 @@ def check_deterministic(checks, backend, prep, result, run_kwargs: dict) -> None
 
 
 def check_invariants(checks, prep, results) -> None:
-    """Gradient invariants on every variant run with unit upstream weights; failures name the
-    invariant. Unchecked samples (``expect.samples``) count as infeasible (gradient 0 wanted).
+    """Loss invariants on every variant, gradient invariants on every variant run with unit
+    upstream weights; failures name the invariant. Unchecked samples (``expect.samples``) are
+    not checked for the loss and count as infeasible for the gradient (gradient 0 wanted).
     The tolerance is the dtype's (INVARIANT_TOL), or the case's grad_atol where that is wider
     (long float32 cases allow the kernel's accumulated round-off)."""
     tol = max(INVARIANT_TOL.get(prep.dtype, 1e-4), prep.case.tolerance(prep.dtype).grad_atol)
     for v, problem, res in zip(prep.variants, prep.problems, results):
+        mask = sample_mask(prep.case.expect, problem.shape[1])
+        for broken in broken_loss_invariants(problem, res.loss, samples=mask):
+            checks.fail(f"invariant [{v.label}] {broken}")
         w = v.run_kwargs.get("grad_weights")
         if w is not None and not np.all(np.asarray(w) == 1):
             continue
-        mask = sample_mask(prep.case.expect, problem.shape[1])
         loss = np.where(mask, res.loss, np.inf)
         grad = np.where(mask[None, :, None], res.grad_logits, 0.0)
         for broken in broken_invariants(problem, loss, grad, tol=tol):

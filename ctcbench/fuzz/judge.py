@@ -5,7 +5,7 @@ import numpy as np
 
 from ctcbench.caselib.builders import build_raw, to_problem
 from ctcbench.caselib.judge import Checks, problem_tolerance
-from ctcbench.core.invariants import broken_invariants
+from ctcbench.core.invariants import broken_invariants, broken_loss_invariants
 from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem
 
 
@@ -30,6 +30,9 @@ def judge(backend, reference, build: dict, dtype: str) -> str | None:
         return f"{exc.status}: {exc}"
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"
+    broken = broken_loss_invariants(problem, got.loss)  # before the comparison: its own reason
+    if broken:
+        return f"invariant broken: {broken[0]}"
     tol = problem_tolerance(problem)
     checks = Checks(tol)
     checks.loss(np.asarray(got.loss, np.float64), np.asarray(want.loss, np.float64), dtype,

@@ -396,3 +396,14 @@ def test_out_under_a_file_is_a_clean_error(tmp_path):
                                    "tf_basic", "--out", str(tmp_path / "afile" / "sub")])
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "Error: --out: expected a folder" in res.output
+
+
+def test_a_loss_below_zero_fails_the_gate(register_backends, tmp_path):
+    """A loss 1e-7 low passes float32's loss tolerance but is below 0 on optax's near-certain
+    alignment (answer 4.53e-8): the row fails with the invariant as its reason."""
+    register_backends("loss-below-zero", "wrong_backends:LossBelowZero")
+    result = compare(["loss-below-zero"], ["optax_negative_loss_near_certain"], ["float32"],
+                     out=tmp_path / "run")
+    row = result.rows.iloc[0]
+    assert result.summary["failed"] and row["status"] == "mismatch"
+    assert row["reason"].startswith("invariant [base] loss below 0: got -5.46546e-08 for sample 0")

@@ -42,3 +42,12 @@ def test_wrong_backend_is_found_shrunk_and_fails_compare(name, wrong_backends, t
     right = CliRunner().invoke(cli, ["compare", "--cases", cases, "--backend", "numpy", "--no-plot",
                                      "--format", "json", "--out", str(tmp_path / "c2")])
     assert right.exit_code == 0, right.output
+
+
+def test_a_loss_below_zero_is_found(register_backends, tmp_path):
+    """A loss 1e-7 low, inside float32's tolerance: fuzz finds it below 0 and says so."""
+    register_backends("loss-below-zero", "wrong_backends:LossBelowZero")
+    found = fuzz("loss-below-zero", budget=20, seed=1, out=tmp_path / "run", progress=False).summary
+    assert found["found"] and found["dtype"] == "float32"
+    assert found["what"].startswith("invariant broken: loss below 0: got")
+
