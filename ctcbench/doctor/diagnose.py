@@ -15,13 +15,19 @@ blank plateau); ``info`` a convention worth knowing. Only errors make ``Report.o
 """
 from __future__ import annotations
 
-from ctcbench.doctor.findings import Report, rank
+from ctcbench.doctor.causes import (check_argmax_outputs, check_half_precision,
+                                    check_padded_frames, corrections)
+from ctcbench.doctor.findings import Finding, Report, rank
 from ctcbench.doctor.frame_checks import (check_blank_collapse, check_blank_index,
                                           check_time_invariant)
 from ctcbench.doctor.input_checks import (check_infeasible, check_lengths, check_reduction,
                                           check_targets)
-from ctcbench.doctor.inputs import other_layout, prepare
+from ctcbench.doctor.inputs import Inputs, other_layout, prepare
 from ctcbench.doctor.normalise import normalise
+
+# Errors of lengths and labels that a correction (swapped lengths, ...) must all clear.
+FIT_CODES = {"length-mismatch", "target-out-of-range", "target-contains-blank",
+             "infeasible-target"}
 
 
 def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths, target_lengths,
@@ -43,16 +49,17 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
     inp, findings = prepare(log_probs, logits=logits, probs=probs, targets=targets,
                             input_lengths=input_lengths, target_lengths=target_lengths,
                             blank=blank, reduction=reduction, layout=layout)
-    findings += check_lengths(inp)
-    lp, norm = normalise(inp)
-    findings += norm
-    blank_finding = check_blank_index(inp, lp)
-    findings += [blank_finding] if blank_finding else []
-    findings += check_targets(inp, blank_finding)
-    findings += check_infeasible(inp)
-    collapse = check_blank_collapse(inp, lp)
-    invariant = check_time_invariant(inp, lp, collapse)
-    findings += [f for f in (invariant, collapse, check_reduction(inp)) if f is not None]
+    found = _findings(inp)
+    fits = {f.code for f in found} & FIT_CODES
+    for code, fixed, finding in corrections(inp) if fits else ():
+        if _fit_codes(fixed):
+            continue
+        cause = finding()
+        rest = _findings(fixed)
+        cause.explains = sorted({f.code for f in found} - {f.code for f in rest})
+        found = [cause, *rest]
+        break
+    findings += found
     T, N, C, L = inp.shape
     summary = {"T": T, "N": N, "C": C, "L": L, "kind": inp.kind, "dtype": inp.dtype,
                "blank": inp.blank,
@@ -60,3 +67,28 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
                else inp.layout,
                "reduction": inp.reduction}
     return Report(rank(findings), summary)
+
+
+def _fit_codes(inp: Inputs) -> set[str]:
+    """The length and label errors of ``inp``, from the checks that need no model values."""
+    return {f.code for f in check_lengths(inp) + check_targets(inp, None) + check_infeasible(inp)}
+
+
+def _findings(inp: Inputs) -> list[Finding]:
+    findings = check_lengths(inp)
+    half = check_half_precision(inp)
+    lp, norm = normalise(inp)
+    findings += norm + ([half] if half else [])
+    argmax = check_argmax_outputs(inp, lp)
+    blank_finding = None if argmax else check_blank_index(inp, lp)
+    findings += [f for f in (argmax, blank_finding) if f is not None]
+    findings += check_targets(inp, blank_finding)
+    findings += check_infeasible(inp)
+    collapse = check_blank_collapse(inp, lp)
+    invariant = check_time_invariant(inp, lp, collapse)
+    padded = None if invariant or argmax else check_padded_frames(inp, lp)
+    model = [f for f in (invariant, collapse) if f is not None]
+    if argmax:  # one-hot frames are also probabilities, and no model state
+        argmax.explains += [f.code for f in norm + model if f.code != "non-finite"]
+    findings += model + [f for f in (padded, check_reduction(inp)) if f is not None]
+    return findings

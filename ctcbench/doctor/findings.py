@@ -13,9 +13,11 @@ import numpy as np
 SEVERITIES = ("error", "warning", "info")
 
 # Causal order used to break ties in the ranking: earlier codes invalidate later checks.
-CODES = ("layout", "non-finite", "length-mismatch", "not-normalized", "probabilities-not-log",
+CODES = ("layout", "onehot-targets", "targets-transposed", "lengths-swapped",
+         "target-lengths-padded", "non-finite", "length-mismatch", "half-precision",
+         "softmax-axis", "not-normalized", "probabilities-not-log", "argmax-outputs",
          "blank-index", "target-out-of-range", "target-contains-blank", "infeasible-target",
-         "time-invariant", "blank-collapse", "reduction")
+         "padded-frames-counted", "time-invariant", "blank-collapse", "reduction")
 MAX_LISTED = 10  # samples listed in evidence
 
 

@@ -126,7 +126,14 @@ def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, 
            f"an index in [-{C}, {C}) (negative counts from the end, -1 = {C - 1})", blank)
     blank %= C  # as CTCProblem: -1 is the last class, TensorFlow's blank_index=-1
 
+    targets_arr, targets_dtype = to_numpy(targets, "targets")
+    if targets_arr.ndim == 3 and targets_arr.shape[0] == N and targets_arr.dtype.kind in "iuf":
+        targets, finding = _onehot_targets(targets_arr, targets_dtype, blank, C)
+        findings.append(finding)
     targets = _int_array(targets, "targets")
+    if targets.ndim == 2 and targets.shape[0] != N and targets.shape[1] == N:  # (L, N)
+        findings.append(_transposed_finding(targets.shape, N))
+        targets = targets.T
     if targets.ndim == 1:  # concatenated -> padded (N, L)
         total = int(target_lengths.sum())
         expect(targets.shape[0] == total, "targets",
@@ -159,3 +166,37 @@ def _layout_finding(kind, shape, layout, N, input_lengths) -> Finding:
          "max_input_length": int(input_lengths.max())},
         "torch's ctc_loss wants time-major log_probs: pass x.transpose(0, 1) (or build the "
         "model output as (T, N, C)); batch_first only applies to the RNN, not to the loss.")
+
+
+def _onehot_targets(onehot: np.ndarray, dtype: str, blank: int, C: int) -> tuple:
+    """``(N, L, K)`` one-hot or probability targets: their argmax labels ``(N, L)`` (rows of
+    zeros, the padding, as the blank) and the finding that names them."""
+    rows = onehot.astype(np.float64)
+    sums = rows.sum(-1)  # (N, L)
+    filled = np.abs(sums - 1) < 1e-3
+    in_unit = bool(((rows >= -1e-6) & (rows <= 1 + 1e-6)).all())
+    onehot_rows = filled & np.isclose(rows.max(-1), 1)
+    labels = np.where(filled, rows.argmax(-1), blank)
+    kind = ("one-hot" if onehot_rows.sum() == filled.sum() else "probability (soft)") \
+        if in_unit and filled.any() else "3-D"
+    finding = Finding(
+        "onehot-targets", "error",
+        f"targets is a {kind} array of shape {tuple(onehot.shape)} ({dtype}) where CTC takes "
+        f"class indices (N, L) or concatenated labels: a Keras/categorical habit; ctc_loss "
+        "refuses float targets, or reads an integer one-hot as labels 0 and 1.",
+        {"shape": list(onehot.shape), "dtype": dtype, "C": C,
+         "rows_summing_to_1": int(filled.sum()), "rows_of_zeros": int((np.abs(sums) < 1e-3).sum()),
+         "one_hot_rows": int(onehot_rows.sum())},
+        "pass targets.argmax(-1) as int64 labels (N, L) with target_lengths counting the real "
+        "labels (CTC has no soft labels); the doctor diagnosed the rest with those labels.")
+    return labels, finding
+
+
+def _transposed_finding(shape, N: int) -> Finding:
+    return Finding(
+        "targets-transposed", "error",
+        f"targets is (L, N) = {tuple(shape)} where (N, L) is expected: its axis 1, not axis 0, "
+        f"has the batch size N = {N} (len(input_lengths)).",
+        {"shape": list(shape), "N": N},
+        "pass targets.T (or build them batch-first: one row of labels per sample); the doctor "
+        "diagnosed the rest with targets.T.")

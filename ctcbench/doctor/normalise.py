@@ -35,15 +35,16 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
     findings = []
     uniform = np.full(C, -np.log(C))
     if inp.kind == "probs":
-        if _looks_like_probs(rows, tol):
+        if not len(rows) or _looks_like_probs(rows, tol):  # no valid frame: nothing to judge
             with np.errstate(divide="ignore"):
                 lp = np.log(np.clip(x, 0, None))
         else:
             lp = log_softmax(x)
+            axis = _wrong_axis(inp, np.clip(x, 0, None), tol)
             lse = logsumexp(rows)
             looks_log = bool((np.abs(lse) < tol).all())
             what = "log-probabilities" if looks_log else "raw scores (logits)"
-            findings.append(Finding(
+            findings.append(axis or Finding(
                 "not-normalized", "error",
                 f"probs is not a probability distribution per frame: rows sum to "
                 f"{rows.sum(-1).min():.4g}..{rows.sum(-1).max():.4g} with values in "
@@ -65,7 +66,9 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
                     lp = np.log(np.clip(x, 0, None))
             else:
                 lp = log_softmax(x)
-                findings.append(_not_normalized_finding(inp, rows, lse, lp))
+                with np.errstate(over="ignore"):
+                    axis = _wrong_axis(inp, np.exp(x), tol)
+                findings.append(axis or _not_normalized_finding(inp, rows, lse, lp))
         else:
             lp = x
     lp = np.where(ok[..., None], lp, uniform)
@@ -121,3 +124,43 @@ def _not_normalized_finding(inp: Inputs, rows, lse, lp) -> Finding:
         "loss is not a negative log-likelihood, can go negative, and the gradient torch "
         "returns is not the gradient of the printed loss.", evidence,
         "apply log_softmax(-1) to the model output before the loss (or pass them as logits).")
+
+
+def _wrong_axis(inp: Inputs, p: np.ndarray, tol: float) -> Finding | None:
+    """``p`` ``(T, N, C)`` probabilities as given: softmax taken over the batch or the time axis
+    (every (frame, class) summing to 1 over the samples, or every (sample, class) over its
+    frames, all of them or its valid ones), not over the classes."""
+    T, N, C, _ = inp.shape
+    valid = inp.frame_mask
+    ntc = (inp.layout == "NTC") != inp.transposed  # the array as the user holds it
+    dims = {"batch": 0 if ntc else 1, "time": 1 if ntc else 0}
+    class_sums = p.sum(-1)[valid]
+    found = None
+    full = np.isfinite(p).all(axis=(1, 2))  # (T,) frames where every sample is finite
+    if N > 1 and full.any():
+        sums = p[full].sum(1)  # (t, C) over the batch
+        if (np.abs(sums - 1) < tol * max(1, N ** 0.5)).all():
+            found = "batch", sums
+    if found is None and T > 1:
+        for over in (valid, np.isfinite(p).all(-1)):  # the valid frames, or all finite ones
+            if not over.any(axis=0).all():
+                continue
+            sums = np.where(over[..., None], p, 0).sum(0)  # (N, C) over time
+            if (np.abs(sums - 1) < tol * max(1, T ** 0.5)).all():
+                found = "time", sums
+                break
+    if found is None:
+        return None
+    name, sums = found
+    return Finding(
+        "softmax-axis", "error",
+        f"{inp.kind} is normalised over the {name} axis (dim {dims[name]}), not over the classes: "
+        f"summed over {'the samples' if name == 'batch' else 'the frames'}, every "
+        f"{'(frame, class)' if name == 'batch' else '(sample, class)'} gives 1 "
+        f"({sums.min():.4g}..{sums.max():.4g}) while each frame's classes sum to "
+        f"{class_sums.min():.4g}..{class_sums.max():.4g}.",
+        {"axis": name, "dim": dims[name], f"sum_over_{name}_min": rounded(sums.min()),
+         f"sum_over_{name}_max": rounded(sums.max()),
+         "class_sum_min": rounded(class_sums.min()), "class_sum_max": rounded(class_sums.max())},
+        f"take log_softmax over the class axis: log_softmax(dim=-1) (dim=2), not dim="
+        f"{dims[name]}; the doctor diagnosed the rest after log_softmax over the classes.")
