@@ -83,6 +83,8 @@ def backends(fmt):
     for i in infos:
         status = "available" if i.available else "unavailable"
         why = "" if i.available else f"  {i.reason}" + (f" -> {i.hint}" if i.hint else "")
+        if i.nondeterministic is not None:
+            why += f"  nondeterministic (two calls within {i.nondeterministic:g})"
         click.echo(f"{i.name:<{width}}  {status:<11}  {i.source:<7}{why}")
 
 
@@ -168,15 +170,20 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
 @click.option("--max-bytes", "max_bytes", type=click.IntRange(min=1), default=MAX_BYTES,
               show_default=True, help="Refuse FILE when its arrays claim more bytes than this "
               "in all (read from the headers, before loading).")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+              help="Also say which of torch's CTC paths FILE's batch takes there (on cuda: "
+                   "cuDNN or native, by torch's rule; no GPU needed) and how to take the other.")
 def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path,
-           max_bytes):
+           max_bytes, device):
     """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
     from ctcbench.doctor.diagnose import diagnose
     from ctcbench.doctor.explain import explain_perfect_vs_blank
     from ctcbench.doctor.load import load_inputs
     from ctcbench.files import check_output_file, to_json
-    if explain and html_path:
-        raise click.UsageError("--html: expected a diagnosis, got --explain-perfect-vs-blank")
+    for option, value in (("--html", html_path), ("--device", device)):
+        if explain and value:
+            raise click.UsageError(f"{option}: expected a diagnosis, got "
+                                   "--explain-perfect-vs-blank")
     for option, path, what, suffixes in (("--plot", plot_path, "a PNG", (".png",)),
                                          ("--html", html_path, "an HTML", (".html", ".htm"))):
         if path:
@@ -188,7 +195,15 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
         result = explain_perfect_vs_blank(**inputs, layout=layout)
     else:
         result = diagnose(**inputs, layout=layout, reduction=reduction)
-    click.echo(to_json(result.to_dict(), indent=2) if fmt == "json" else result.format_table())
+    path = None
+    if device:
+        from ctcbench.doctor.torch_path import torch_path
+        path = torch_path(**{k: v for k, v in inputs.items()}, layout=layout, device=device)
+    if fmt == "json":
+        click.echo(to_json(dict(result.to_dict(), **({"torch_path": path.to_dict()} if path
+                                                      else {})), indent=2))
+    else:
+        click.echo(result.format_table() + (f"\n\n{path.format_table()}" if path else ""))
     if plot_path:
         from ctcbench.doctor.plot import plot_frames
         click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)

@@ -171,3 +171,17 @@ def test_max_bytes_refuses_a_big_file_in_one_line_and_raising_it_reads_it(tmp_pa
     assert "(raise it with max_bytes= or --max-bytes), got a member that holds" in result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert _run(tmp_path / "ok.npz", "--max-bytes", 10 ** 6).exit_code == 0
+
+
+def test_device_cuda_says_which_torch_path_and_how_to_take_the_other(tmp_path, batch):
+    """--device cuda on padded int64 targets: native, with the failing conditions and their
+    fixes in the table and under 'torch_path' in JSON; no GPU needed."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    result = _run(tmp_path / "ok.npz", "--device", "cuda")
+    assert result.exit_code == 0, result.output
+    assert "torch path on cuda: torch's native CUDA kernel" in result.output
+    assert "FAIL targets dtype: needs int32, has int64  -> targets.int()" in result.output
+    data = json.loads(_run(tmp_path / "ok.npz", "--device", "cuda", "--format", "json").output)
+    assert data["torch_path"]["path"] == "native" and data["findings"] == []
+    result = _run(tmp_path / "ok.npz", "--device", "cuda", "--explain-perfect-vs-blank")
+    assert result.exit_code == 2 and "--device: expected a diagnosis" in result.output
