@@ -117,3 +117,20 @@ def problem_tolerance(problem) -> Tolerance:
     slack = 8 * eps * float(lp.max(axis=2, initial=0.0).sum(axis=0).max(initial=0.0) + problem.shape[0])
     return Tolerance(loss_rtol=tol.loss_rtol, loss_atol=max(tol.loss_atol, slack),
                      grad_atol=max(tol.grad_atol, slack))
+
+
+def run_to_run(first, second, tol: float | None = None) -> str | None:
+    """Two calls' results on one problem (``.loss (N,)``, ``.grad_logits (T, N, C)``): what
+    differs, one line, or None. ``tol`` None wants the same bits (NaN equal to NaN); a number
+    (a backend's ``nondeterministic`` trait) allows that much, absolute, per entry."""
+    for name, a, b in (("loss", first.loss, second.loss),
+                       ("grad", first.grad_logits, second.grad_logits)):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        if np.array_equal(a, b, equal_nan=True):
+            continue
+        diff = loss_error(a, b)  # (the shape of a) 0 where both are the same infinity
+        worst_diff = max_error(diff)
+        if tol is None or not worst_diff <= tol:
+            within = "" if tol is None else f", more than the {tol:g} it declares"
+            return f"deterministic: a second call gave another {name} (max diff {worst_diff:.3g}{within})"
+    return None

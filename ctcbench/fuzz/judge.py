@@ -1,10 +1,11 @@
-"""Is a backend right on one problem? Loss and gradient against a reference, and the invariants."""
+"""Is a backend right on one problem? Two calls agree, loss and gradient against a reference,
+and the invariants."""
 from __future__ import annotations
 
 import numpy as np
 
 from ctcbench.caselib.builders import build_raw, to_problem
-from ctcbench.caselib.judge import Checks, problem_tolerance
+from ctcbench.caselib.judge import Checks, problem_tolerance, run_to_run
 from ctcbench.core.invariants import broken_invariants, broken_loss_invariants
 from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem
 
@@ -17,19 +18,24 @@ def problem_of(build: dict, dtype: str):
 def judge(backend, reference, build: dict, dtype: str) -> str | None:
     """What is wrong with ``backend`` on this problem (one line), or None when it is right.
 
-    A problem the backend declares unsupported is not a failure. The reference failing is an
-    error of the harness, raised as is.
+    The backend runs twice: two different answers are a finding unless it declares itself
+    ``nondeterministic`` (then within that tolerance). A problem the backend declares
+    unsupported is not a failure. The reference failing is an error of the harness, raised as is.
     """
     problem = problem_of(build, dtype)
     want = reference.run(problem)
     try:
         got = backend.run(problem)
+        again = backend.run(problem)  # run to run: the same bits, or the declared tolerance
     except UnsupportedProblem:
         return None
     except BackendFailure as exc:  # the worker died or hung
         return f"{exc.status}: {exc}"
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"
+    differs = run_to_run(got, again, backend.traits.nondeterministic)
+    if differs is not None:
+        return differs
     broken = broken_loss_invariants(problem, got.loss)  # before the comparison: its own reason
     if broken:
         return f"invariant broken: {broken[0]}"

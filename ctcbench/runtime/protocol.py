@@ -107,9 +107,9 @@ class Backend(Protocol):
     raises :class:`UnsupportedProblem` from ``run``.
 
     Optional attributes (``isolated``, ``dtypes``, ``device``, ``known_issues``,
-    ``packages``, ``timeout_s``, ``startup_timeout_s``, ``prepare``) are listed with their
-    defaults in :class:`BackendTraits`; they are not protocol members, so a plugin with only
-    ``run`` satisfies ``isinstance(plugin, Backend)``.
+    ``packages``, ``timeout_s``, ``startup_timeout_s``, ``prepare``, ``nondeterministic``) are
+    listed with their defaults in :class:`BackendTraits`; they are not protocol members, so a
+    plugin with only ``run`` satisfies ``isinstance(plugin, Backend)``.
     """
 
     def run(self, problem, *, grad_weights=None) -> Any: ...
@@ -181,6 +181,15 @@ def _callable_or_none(value):
     return value
 
 
+def _tolerance_or_none(value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
+            or math.isinf(value):
+        raise TypeError
+    return float(value)
+
+
 def _string(value) -> str:
     if not isinstance(value, str) or not value:
         raise TypeError
@@ -197,6 +206,8 @@ _CHECKS: dict[str, tuple[str, Callable]] = {
     "timeout_s": ("a positive finite number of seconds", _seconds),
     "startup_timeout_s": ("a positive finite number of seconds", _seconds),
     "prepare": ("None or a method taking no arguments", _callable_or_none),
+    "nondeterministic": ("None or a non-negative finite number (how far two calls may differ)",
+                         _tolerance_or_none),
 }
 
 
@@ -229,6 +240,11 @@ class BackendTraits:
     # called once in a new worker process before the first problem (e.g. import the
     # framework); None: nothing to do
     prepare: Callable[[], None] | None = None
+    # None: two calls on one problem give the same bits, and fuzz (every problem) and compare
+    # (cases with expect.deterministic) check it. A number: the backend declares itself
+    # nondeterministic (atomics, a reduction order that changes) and two calls may differ by up
+    # to this much, absolute, in each loss and gradient entry
+    nondeterministic: float | None = None
     # run() accepts grad_weights (see Backend); read off its signature, never declared
     takes_grad_weights: bool = False
     # the backend has its own reduction, ``run_reduced(problem, *, reduction, zero_infinity)``

@@ -189,6 +189,7 @@ class BackendInfo:
     reason: str | None = None
     hint: str | None = None
     source: str = "builtin"
+    nondeterministic: float | None = None  # the trait: how far two calls may differ; None: not at all
 
 
 def list_backends() -> list[BackendInfo]:
@@ -197,12 +198,13 @@ def list_backends() -> list[BackendInfo]:
     for name in backend_names():
         source = "builtin" if name in BUILTIN_BACKENDS and name not in _added else "plugin"
         try:
-            get_backend(name)
+            backend = get_backend(name)
         except BackendUnavailable as exc:
             infos.append(BackendInfo(name, False, exc.reason, exc.hint, source))
         except Exception as exc:  # a broken plugin must not hide the others
             infos.append(BackendInfo(name, False, f"failed to load: {type(exc).__name__}: {exc}",
                                      None, source))
         else:
-            infos.append(BackendInfo(name, True, source=source))
+            infos.append(BackendInfo(name, True, source=source,
+                                     nondeterministic=backend.traits.nondeterministic))
     return infos

@@ -150,6 +150,21 @@ deterministic = true
     assert "deterministic" in rows.loc["drifts", "reason"]
 
 
+def test_determinism_allows_what_a_backend_declares(tmp_path, register_backends):
+    """deterministic = true: a backend declaring nondeterministic = 1e-9 passes with a second
+    call 1e-13 off; the same without the trait fails."""
+    register_backends("jitter", "wrong_backends:Nondeterministic")
+    register_backends("jitter-declared", "wrong_backends:DeclaredNondeterministic")
+    rows = _run(tmp_path, HEAD + TABLE.format(build="") + """
+[case.expect]
+oracle = "brute_force"
+deterministic = true
+""", backends=("jitter", "jitter-declared")).set_index("backend")
+    assert rows.loc["jitter-declared", "status"] == "ok"
+    assert rows.loc["jitter", "status"] == "mismatch"
+    assert rows.loc["jitter", "reason"].startswith("deterministic: a second call gave another grad")
+
+
 def test_samples_check_only_the_named_ones(tmp_path):
     """samples = [1]: a published value for sample 1 only; a wrong one fails."""
     want = _brute(np.array([[0.0, 0.2, 0.4], [1.0, -1.0, 0.0]]), 2)

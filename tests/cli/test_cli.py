@@ -23,7 +23,18 @@ def test_backends_json():
     assert result.exit_code == 0
     rows = {r["name"]: r for r in json.loads(result.output)}
     assert rows["torch"]["available"] is True
-    assert set(rows["torch-cuda"]) == {"name", "available", "reason", "hint", "source"}
+    assert set(rows["torch-cuda"]) == {"name", "available", "reason", "hint", "source",
+                                       "nondeterministic"}
+    assert rows["numpy"]["nondeterministic"] is None
+
+
+def test_backends_table_shows_a_declared_nondeterminism(register_backends):
+    """A backend declaring ``nondeterministic = 1e-9`` says so on its line."""
+    register_backends("jitter-declared", "wrong_backends:DeclaredNondeterministic")
+    result = CliRunner().invoke(cli, ["backends"])
+    lines = {line.split()[0]: line for line in result.output.splitlines()}
+    assert lines["jitter-declared"].endswith("plugin   nondeterministic (two calls within 1e-09)")
+    assert "nondeterministic" not in lines["numpy"]
 
 
 def test_unknown_option_is_a_usage_error():

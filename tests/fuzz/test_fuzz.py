@@ -51,3 +51,14 @@ def test_a_loss_below_zero_is_found(register_backends, tmp_path):
     assert found["found"] and found["dtype"] == "float32"
     assert found["what"].startswith("invariant broken: loss below 0: got")
 
+
+def test_two_different_answers_are_found_unless_declared(register_backends, tmp_path):
+    """Each problem runs twice: a gradient that differs by 1e-13 between calls is found at once;
+    declared as nondeterministic within 1e-9, the same backend fuzzes clean."""
+    register_backends("jitter", "wrong_backends:Nondeterministic")
+    register_backends("jitter-declared", "wrong_backends:DeclaredNondeterministic")
+    found = fuzz("jitter", budget=10, seed=1, out=tmp_path / "a", progress=False).summary
+    assert found["found"] and found["what"].startswith("deterministic: a second call gave another")
+    clean = fuzz("jitter-declared", budget=3, seed=1, out=tmp_path / "b", progress=False).summary
+    assert not clean["found"] and clean["tried"] > 0
+

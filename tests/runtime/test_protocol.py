@@ -25,7 +25,7 @@ from ctcbench.runtime.registry import BUILTIN_BACKENDS, backend_names
 # The defaults as the protocol documents them, written out here, not read from the code.
 DOCUMENTED_DEFAULTS = {"isolated": False, "dtypes": None, "device": "cpu", "known_issues": {},
                        "packages": (), "timeout_s": 120.0, "startup_timeout_s": 300.0,
-                       "prepare": None, "takes_grad_weights": False,
+                       "prepare": None, "nondeterministic": None, "takes_grad_weights": False,
                        "takes_exact_shape": False}
 
 F32_64 = ("float32", "float64")
@@ -80,6 +80,7 @@ class Declares:
     packages = ["numpy"]
     timeout_s = 5
     startup_timeout_s = 7.5
+    nondeterministic = 1
 
     def prepare(self):
         pass
@@ -125,6 +126,7 @@ def test_declared_traits_are_normalised():
     assert traits.dtypes == ("float32",) and traits.packages == ("numpy",)
     assert traits.timeout_s == 5.0 and isinstance(traits.timeout_s, float)
     assert traits.startup_timeout_s == 7.5 and traits.takes_grad_weights
+    assert traits.nondeterministic == 1.0 and isinstance(traits.nondeterministic, float)
     assert callable(traits.prepare)
     with pytest.raises(TypeError):
         traits.known_issues["x"] = "y"
@@ -136,6 +138,8 @@ def test_declared_traits_are_normalised():
     ("timeout_s", -1, "a positive finite number of seconds"),
     ("timeout_s", True, "a positive finite number of seconds"),
     ("isolated", "yes", "True or False"),
+    ("nondeterministic", -1e-6, "None or a non-negative finite number"),
+    ("nondeterministic", True, "None or a non-negative finite number"),
     ("known_issues", ["tf_basic/*"], "a mapping of 'case/dtype' glob to a reason"),
     ("packages", "jax", "a tuple of import names"),
     ("prepare", "soon", "None or a method taking no arguments"),
