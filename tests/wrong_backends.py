@@ -90,3 +90,21 @@ class DeclaredNondeterministic(Nondeterministic):
 
     nondeterministic = 1e-9
 
+
+class WrongPastL256:
+    """Right up to 256 labels; past that every loss is 1e-3 high, as a kernel that switches path
+    at a buffer size would be (cuDNN's CTC fails at target length 256, pytorch/pytorch#53505)."""
+
+    def run(self, problem):
+        result = NumpyBackend().run(problem)
+        result.loss = np.where(problem.target_lengths > 256, result.loss + 1e-3, result.loss)
+        return result
+
+
+class LabelsAsUint8:
+    """Stores labels in 8 bits: label 256 becomes 0, 257 becomes 1 (wrong wherever C > 256)."""
+
+    def run(self, problem):
+        wrapped = CTCProblem(problem.logits, problem.targets % 256, problem.input_lengths,
+                             problem.target_lengths, blank=problem.blank)
+        return NumpyBackend().run(wrapped)

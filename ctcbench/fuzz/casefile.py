@@ -24,16 +24,22 @@ def _str(s: str) -> str:
 
 def case_toml(name: str, build: dict, dtype: str, tol: Tolerance, *, description: str,
               provenance: str) -> str:
-    """One ``[[case]]`` holding ``build`` exactly; brute force is its oracle where that is cheap,
-    else the float64 reference."""
-    C = build["C"]
-    small = all(C ** len(s["logits"]) <= BRUTE_FORCE_PATHS for s in build["sample"])
+    """One ``[[case]]`` holding ``build`` exactly (a ``table`` of logits, or ``random`` with the
+    seed they are drawn from); brute force is its oracle where that is cheap, else the float64
+    reference."""
+    C, table = build["C"], build["generator"] == "table"
+    small = table and all(C ** len(s["logits"]) <= BRUTE_FORCE_PATHS for s in build["sample"])
     lines = ["[[case]]", f"name = {_str(name)}", f"description = {_str(description)}",
              f"provenance = {_str(provenance)}", f"dtypes = [{_str(dtype)}]", "",
-             "[case.build]", 'generator = "table"', f"C = {C}", f"blank = {build['blank']}",
-             f"T = {build['T']}", f"pad = {_num(build['pad'])}"]
+             "[case.build]", f"generator = {_str(build['generator'])}", f"C = {C}",
+             f"blank = {build['blank']}", f"T = {build['T']}", f"pad = {_num(build['pad'])}"]
+    if not table:  # generator "random": the builder draws the logits from the seed
+        lines += [f"seed = {build['seed']}", f"scale = {_num(build['scale'])}"]
     for sample in build["sample"]:
         lines += ["", "[[case.build.sample]]", f"target = {list(map(int, sample['target']))}"]
+        if not table:
+            lines.append(f"T = {sample['T']}")
+            continue
         rows = ",\n".join("  [" + ", ".join(_num(v) for v in row) + "]" for row in sample["logits"])
         lines.append(f"logits = [\n{rows},\n]" if rows else "logits = []")
     lines += ["", "[case.expect]", f"oracle = {_str('brute_force' if small else 'reference')}", "",

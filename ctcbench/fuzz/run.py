@@ -25,7 +25,7 @@ from hypothesis.errors import Flaky
 from ctcbench.fuzz.casefile import write_case
 from ctcbench.caselib.judge import problem_tolerance
 from ctcbench.fuzz.judge import judge, problem_of
-from ctcbench.fuzz.problems import builds, size
+from ctcbench.fuzz.problems import boundary_builds, builds, size, work
 from ctcbench.progress import Progress
 from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.registry import REFERENCE, get_backend
@@ -33,7 +33,11 @@ from ctcbench.fuzz.kind import KIND
 from ctcbench.runs.store import RunResult, check_out, open_run
 
 FUZZ_DTYPES = ("float64", "float32")
-CHUNK = 25  # examples per hypothesis call; the budget is checked between calls
+# what is drawn, and examples per hypothesis call: the budget is shared by time between the two,
+# so a few large problems do not eat it (ctcbench.fuzz.problems)
+STRATEGIES = {"small": (builds, 25), "boundary": (boundary_builds, 5)}
+FAST_ORACLE = "numba"  # exact against the reference (its own tests, and fuzzed clean)
+SMALL_WORK = 100_000  # problems costing more (problems.work) are judged against FAST_ORACLE
 
 
 class Disagreement(AssertionError):
@@ -65,6 +69,7 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     if bad:
         raise ValueError(f"dtype: expected {' or '.join(FUZZ_DTYPES)}, got {', '.join(bad)}")
     backend, reference = _loaded(backend_name, "--backend"), _loaded(against, "--against")
+    fast = _fast_oracle(backend_name, against)
     dtypes = _dtypes(backend, dtypes)
     if not dtypes:
         raise ValueError(f"backend: expected a backend computing in {' or '.join(FUZZ_DTYPES)}, "
@@ -72,16 +77,27 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     with open_run(KIND, out, resume=resume) as run:
         if not resume:
             run.write_meta({"backend": backend_name, "against": against, "dtypes": list(dtypes)})
-        for b in (backend, reference):
+        for b in (backend, reference) + ((fast,) if fast is not None else ()):
             warm_up(b, dtypes)  # imports and compilation are not charged to the budget
         summary = _search(backend, reference, dtypes, budget=budget, seed=seed,
-                          run_dir=Path(run.run_dir), progress=progress)
+                          run_dir=Path(run.run_dir), progress=progress, fast=fast)
         searches = run.rows()
         run.log.append({"search": len(searches) + 1, **summary, "seed": seed, "budget_s": budget})
         rows = pd.DataFrame(run.rows())
     files = [Path(summary["case_file"])] if summary["found"] else []
     return RunResult(run.run_dir, rows, summary, run.environment, resumed=len(rows) - 1,
                      files=files)
+
+
+def _fast_oracle(backend_name: str, against: str):
+    """The oracle of large problems: ``FAST_ORACLE`` where the reference is the default one and
+    the backend is not the fast oracle itself; else None (``against`` judges everything)."""
+    if against != REFERENCE or backend_name == FAST_ORACLE:
+        return None
+    try:
+        return get_backend(FAST_ORACLE)
+    except BackendUnavailable:
+        return None
 
 
 def _loaded(name: str, option: str):
@@ -114,46 +130,73 @@ def warm_up(backend, dtypes, *, slow_s: float = 1.0) -> float:
     return time.monotonic() - start
 
 
-def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress) -> dict:
-    """One hypothesis search into ``run_dir``: what was tried and what was found."""
-    state = {"tried": 0, "failing": None}
+def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress,
+            fast=None) -> dict:
+    """One hypothesis search into ``run_dir``: what was tried and what was found. Calls of
+    hypothesis alternate between the strategies of ``STRATEGIES``, each given an equal share
+    of the time; problems costing more than ``SMALL_WORK`` are judged against ``fast``."""
+    state = {"tried": 0, "failing": None, "largest": {"T": 0, "L": 0, "C": 0, "N": 0}}
+    spent = dict.fromkeys(STRATEGIES, 0.0)
     start = time.monotonic()
     deadline = start + budget
     bar = Progress(f"fuzz {backend.name}", unit="problems", enabled=progress)
 
     def check(drawn):
         build, dtype = drawn
+        if state["failing"] is None and time.monotonic() > deadline:
+            return  # the budget ran out within a call of hypothesis
         state["tried"] += 1
-        what = judge(backend, reference, build, dtype)
+        drawn_size = size(build)
+        for k, v in state["largest"].items():
+            state["largest"][k] = max(v, drawn_size[k])
+        oracle = fast if fast is not None and work(build) > SMALL_WORK else reference
+        what = judge(backend, oracle, build, dtype)
         bar.note("shrinking" if state["failing"] or what else
                  f"{max(0.0, deadline - time.monotonic()):.0f} s left")
         bar.update()
         if what is not None:
-            state["failing"] = (build, dtype, what)
+            state["failing"] = (build, dtype, what, oracle.name)
             raise Disagreement(what)
 
+    def test_of(kind: str):
+        def test(drawn):
+            check(drawn)
+        # its own key in the database, so a failure is replayed by the strategy that drew it
+        test._hypothesis_internal_add_digest = kind.encode()
+        return test
+
+    tests = {kind: test_of(kind) for kind in STRATEGIES}
     db = DirectoryBasedExampleDatabase(str(run_dir / "hypothesis"))
-    options = settings(database=db, max_examples=CHUNK, deadline=None, derandomize=False,
-                       suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-                       verbosity=Verbosity.quiet, print_blob=False,
-                       phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))
     chunk = 0
     while time.monotonic() < deadline and state["failing"] is None:
-        test = hypothesis_seed(seed * 1_000_003 + chunk)(options(given(builds(dtypes))(check)))
+        kind = min(spent, key=spent.get)  # the strategy that has had the least time
+        strategy, examples = STRATEGIES[kind]
+        options = settings(database=db, max_examples=examples, deadline=None,
+                           derandomize=False, suppress_health_check=list(HealthCheck),
+                           report_multiple_bugs=False, verbosity=Verbosity.quiet,
+                           print_blob=False,
+                           phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))
+        test = hypothesis_seed(seed * 1_000_003 + chunk)(
+            options(given(strategy(dtypes))(tests[kind])))
+        began = time.monotonic()
         try:
             test()
         except (Disagreement, Flaky):  # Flaky: a failure that did not repeat (a timeout, say)
             break
+        finally:
+            spent[kind] += time.monotonic() - began
         chunk += 1
     bar.close()
     summary = {"backend": backend.name, "against": reference.name, "tried": state["tried"],
-               "seconds": round(time.monotonic() - start, 1), "found": state["failing"] is not None}
+               "seconds": round(time.monotonic() - start, 1), "largest": state["largest"],
+               "found": state["failing"] is not None}
     if state["failing"] is not None:
-        build, dtype, what = state["failing"]  # the last failure is hypothesis's shrunk one
+        build, dtype, what, judged_by = state["failing"]  # the last one: hypothesis's shrunk one
         name = f"fuzz_{backend.name}".replace("-", "_").lower()
         path = write_case(run_dir / "cases", name, build, dtype, problem_tolerance(problem_of(build, dtype)),
                           description=f"found by ctcbench fuzz: {what}"[:300],
                           provenance=f"ctcbench fuzz --backend {backend.name} --against "
-                                     f"{reference.name} --seed {seed}, shrunk by hypothesis")
+                                     f"{reference.name} --seed {seed}, shrunk by hypothesis; "
+                                     f"judged against {judged_by}")
         summary.update(what=what, size=size(build), dtype=dtype, case_file=str(path))
     return summary

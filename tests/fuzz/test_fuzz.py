@@ -62,3 +62,42 @@ def test_two_different_answers_are_found_unless_declared(register_backends, tmp_
     clean = fuzz("jitter-declared", budget=3, seed=1, out=tmp_path / "b", progress=False).summary
     assert not clean["found"] and clean["tried"] > 0
 
+
+def test_a_failure_past_256_labels_shrinks_to_257(register_backends, tmp_path):
+    """A backend wrong only past 256 labels is found among the boundary sizes and shrunk to the
+    smallest target length that still fails, 257 (not to a small problem it gets right)."""
+    register_backends("wrong-past-256", "wrong_backends:WrongPastL256")
+    found = fuzz("wrong-past-256", budget=30, seed=1, out=tmp_path / "run", progress=False).summary
+    assert found["found"], found
+    assert found["size"]["L"] == 257 and found["size"]["N"] == 1
+    assert found["what"].startswith("loss vs")
+    cases = os.path.dirname(found["case_file"])  # a seeded case file, rebuilt bit for bit
+    wrong = CliRunner().invoke(cli, ["compare", "--cases", cases, "--backend", "wrong-past-256",
+                                     "--no-plot", "--out", str(tmp_path / "c")])
+    assert wrong.exit_code == 1, wrong.output
+
+
+def test_boundary_draws_stay_within_the_work_cap():
+    """However far a boundary draw reaches, one problem costs at most WORK_CAP; and the draws do
+    reach past 256 labels, 1024 frames, 256 classes and 32 samples."""
+    from hypothesis import HealthCheck, given, settings
+    from ctcbench.fuzz.problems import WORK_CAP, boundary_builds, size, work
+    reached = {"T": 0, "L": 0, "C": 0, "N": 0}
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck),
+              database=None, derandomize=True)
+    @given(boundary_builds())
+    def draw(drawn):
+        build, _ = drawn
+        assert work(build) <= WORK_CAP
+        for k in reached:
+            reached[k] = max(reached[k], size(build)[k])
+    draw()
+    assert reached["L"] > 256 and reached["T"] > 1024 and reached["C"] > 256 and reached["N"] > 32
+
+
+def test_labels_past_255_are_drawn(register_backends, tmp_path):
+    """A backend storing labels in 8 bits is found, on a problem with more than 256 classes."""
+    register_backends("labels-uint8", "wrong_backends:LabelsAsUint8")
+    found = fuzz("labels-uint8", budget=30, seed=1, out=tmp_path / "run", progress=False).summary
+    assert found["found"] and found["size"]["C"] > 256, found
