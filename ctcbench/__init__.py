@@ -4,7 +4,7 @@ Importing ctcbench imports NumPy only; torch and every other framework load when
 that needs them is asked for. The registry's names load on first use, so a worker process
 (``ctcbench.runtime.worker``) never imports the registry.
 """
-from ctcbench.doctor import diagnose
+from ctcbench.doctor import Monitor, diagnose
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import reduce_loss
 from ctcbench.runtime.protocol import (
@@ -34,6 +34,7 @@ __all__ = [
     "BackendUnavailable",
     "CTCProblem",
     "LoadedBackend",
+    "Monitor",
     "UnsupportedProblem",
     "diagnose",
     "get_backend",

@@ -1,4 +1,5 @@
 """``ctcbench doctor``: what is wrong with a user's CTC tensors, ranked, with fixes."""
 from ctcbench.doctor.diagnose import diagnose
+from ctcbench.doctor.monitor import Monitor
 
-__all__ = ["diagnose"]
+__all__ = ["Monitor", "diagnose"]

@@ -1,0 +1,172 @@
+"""A watcher for a user's own torch CTC training loop: it reports once per kind of trouble (not
+every step), with the step, the evidence, and the batch saved as a ``ctcbench doctor`` file.
+
+Usage, after ``loss.backward()`` (so the gradient is there)::
+
+    monitor = ctcbench.Monitor("monitor/", blank=0)
+    for step, (x, targets, input_lengths, target_lengths) in enumerate(loader):
+        log_probs = model(x).log_softmax(-1)                       # (T, N, C)
+        loss = F.ctc_loss(log_probs, targets, input_lengths, target_lengths)
+        optimizer.zero_grad(); loss.backward()
+        monitor.step(loss, log_probs, targets, input_lengths, target_lengths, model=model)
+        optimizer.step()
+
+Kinds reported: ``loss-non-finite``, ``loss-negative``, ``gradient-exploding`` (the gradient
+norm past ``grad_factor`` times its running median, or non-finite), ``blank-plateau`` (the loss
+flat over the last ``window`` steps while the doctor finds the blank plateau or time-invariant
+frames) and ``input:<code>`` for each error the doctor finds in the batch. The doctor looks at
+the batch every ``check_every`` steps, starting with the first.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ctcbench.core.arrays import to_numpy
+from ctcbench.doctor.diagnose import diagnose
+
+PLATEAU_CODES = ("blank-collapse", "time-invariant")
+
+
+@dataclass
+class Event:
+    """One report: the step, what kind of trouble, the evidence, the saved batch."""
+
+    step: int
+    kind: str
+    message: str
+    evidence: dict
+    batch_file: str
+
+    def line(self) -> str:
+        return (f"ctcbench monitor: step {self.step}: {self.kind}: {self.message} "
+                f"(batch saved: ctcbench doctor {self.batch_file})")
+
+
+class Monitor:
+    """Watch the loss, the gradient and the batch of a torch CTC training loop.
+
+    Args:
+      out_dir: where batches are saved (``step<k>-<kind>.npz``, loadable by ``ctcbench doctor``).
+      blank: the blank index the loss uses. reduction: the loss's reduction (for the doctor).
+      check_every: run the doctor on the batch every this many steps (and on the first).
+      window: steps over which a flat loss counts as a plateau; flat_tol its relative spread.
+      grad_factor: a gradient norm this many times its running median is exploding.
+      report: called with each :class:`Event` (default: print its line).
+    """
+
+    def __init__(self, out_dir="ctcbench-monitor", *, blank: int = 0, reduction: str = "mean",
+                 check_every: int = 25, window: int = 50, flat_tol: float = 0.02,
+                 grad_factor: float = 10.0, report=print):
+        self.out_dir = Path(out_dir)
+        self.blank, self.reduction = blank, reduction
+        self.check_every, self.window, self.flat_tol = check_every, window, flat_tol
+        self.grad_factor = grad_factor
+        self.report = report
+        self.events: list[Event] = []
+        self._reported: set[str] = set()
+        self._losses: deque = deque(maxlen=window)
+        self._norms: deque = deque(maxlen=200)
+        self._step = -1
+
+    def step(self, loss, log_probs, targets, input_lengths, target_lengths, *, model=None,
+             grad_norm: float | None = None, step: int | None = None) -> list[Event]:
+        """Look at one training step; returns the events first reported at this step.
+
+        loss: the loss tensor (or float) of the step. log_probs: ``(T, N, C)`` as handed to the
+        loss. model: a torch module whose ``.grad`` norm is read (or pass ``grad_norm``).
+        """
+        self._step = self._step + 1 if step is None else int(step)
+        batch = (log_probs, targets, input_lengths, target_lengths)
+        new = []
+        value = float(to_numpy(loss, "loss")[0].astype(np.float64).mean())
+        if not np.isfinite(value):
+            new += self._event("loss-non-finite", f"the loss is {value}", {"loss": value}, batch)
+        elif value < 0:
+            new += self._event("loss-negative", f"the loss is {value:.4g} < 0, impossible for a "
+                               "negative log-likelihood", {"loss": value}, batch)
+        norm = _grad_norm(model) if grad_norm is None and model is not None else grad_norm
+        if norm is not None:
+            new += self._gradient(float(norm), batch)
+        if np.isfinite(value):
+            self._losses.append(value)
+        if self._step % self.check_every == 0:  # the doctor costs a loss evaluation or two
+            new += self._doctor(batch)
+        return new
+
+    # -- checks ------------------------------------------------------------------------------
+    def _gradient(self, norm: float, batch) -> list[Event]:
+        events = []
+        median = float(np.median(self._norms)) if len(self._norms) >= 10 else None
+        if not np.isfinite(norm):
+            events = self._event("gradient-exploding", f"the gradient norm is {norm}",
+                                 {"grad_norm": norm}, batch)
+        elif median and norm > self.grad_factor * median:
+            events = self._event(
+                "gradient-exploding", f"the gradient norm {norm:.4g} is {norm / median:.3g}x its "
+                f"running median {median:.4g}", {"grad_norm": norm, "median": median}, batch)
+        if np.isfinite(norm):
+            self._norms.append(norm)
+        return events
+
+    def _plateau_suspected(self) -> bool:
+        if "blank-plateau" in self._reported or len(self._losses) < self.window:
+            return False
+        losses = np.array(self._losses)
+        return float(losses.max() - losses.min()) <= self.flat_tol * max(abs(losses.mean()), 1e-12)
+
+    def _doctor(self, batch) -> list[Event]:
+        log_probs, targets, input_lengths, target_lengths = batch
+        report = diagnose(log_probs, targets=targets, input_lengths=input_lengths,
+                          target_lengths=target_lengths, blank=self.blank,
+                          reduction=self.reduction)
+        events = []
+        for f in report.findings:
+            if f.severity == "error" and f.code not in PLATEAU_CODES:
+                events += self._event(f"input:{f.code}", f.message, f.evidence, batch)
+        found = [f for f in report.findings if f.code in PLATEAU_CODES]
+        if found and self._plateau_suspected():
+            losses = np.array(self._losses)
+            events += self._event(
+                "blank-plateau", f"the loss has stayed within {losses.min():.4g}..{losses.max():.4g}"
+                f" for {len(losses)} steps and the doctor finds {found[0].code}: "
+                f"{found[0].message}", {"losses_min": float(losses.min()),
+                                        "losses_max": float(losses.max()), **found[0].evidence},
+                batch)
+        return events
+
+    def _event(self, kind: str, message: str, evidence: dict, batch) -> list[Event]:
+        if kind in self._reported:
+            return []
+        self._reported.add(kind)
+        path = self._save(kind, batch)
+        event = Event(self._step, kind, message, evidence, str(path))
+        self.events.append(event)
+        if self.report is not None:
+            self.report(event.line())
+        return [event]
+
+    def _save(self, kind: str, batch) -> Path:
+        named = dict(zip(("log_probs", "targets", "input_lengths", "target_lengths"), batch))
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        stem = self.out_dir / f"step{self._step}-{kind.replace(':', '-')}"
+        if str(getattr(named["log_probs"], "dtype", "")) == "torch.bfloat16":  # NumPy lacks it
+            import torch
+            path = stem.with_suffix(".pt")
+            torch.save({k: v.detach().cpu() if isinstance(v, torch.Tensor) else torch.as_tensor(v)
+                        for k, v in named.items()} | {"blank": self.blank}, path)
+            return path
+        path = stem.with_suffix(".npz")
+        np.savez(path, **{k: to_numpy(v, k)[0] for k, v in named.items()},
+                 blank=np.int64(self.blank))
+        return path
+
+
+def _grad_norm(model) -> float | None:
+    """The L2 norm of every parameter's gradient, or None before any backward."""
+    squares = [float((p.grad.detach().double() ** 2).sum()) for p in model.parameters()
+               if p.grad is not None]
+    return float(np.sqrt(sum(squares))) if squares else None

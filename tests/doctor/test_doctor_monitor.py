@@ -1,0 +1,104 @@
+"""ctcbench.Monitor in a user's torch loop: each kind of trouble reported once, at the step it
+first shows, with a batch file that `ctcbench doctor` diagnoses the same way; none on a healthy
+run."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ctcbench
+from ctcbench.doctor.load import load_inputs
+
+T, N, C = 20, 4, 6
+TARGETS = torch.tensor([[1, 2, 3], [2, 3, 4], [3, 4, 5], [5, 1, 2]])
+IL, TL = torch.full((N,), T), torch.full((N,), 3)
+
+
+def _train(monitor, logits, steps, lr):
+    """An explicit loop over one fixed batch whose 'model' is the logits tensor itself."""
+    logits = logits.clone().requires_grad_()
+    opt = torch.optim.Adam([logits], lr=lr)
+    for _ in range(steps):
+        log_probs = logits.log_softmax(-1)  # (T, N, C)
+        loss = F.ctc_loss(log_probs, TARGETS, IL, TL)
+        opt.zero_grad()
+        loss.backward()
+        monitor.step(loss, log_probs, TARGETS, IL, TL, grad_norm=logits.grad.norm())
+        opt.step()
+    return monitor
+
+
+def _monitor(tmp_path, **kw):
+    lines = []
+    return ctcbench.Monitor(tmp_path, window=30, check_every=10, report=lines.append, **kw), lines
+
+
+def test_healthy_run_is_never_reported(tmp_path):
+    """Adam fitting the batch from random logits: 150 steps, no report, no file."""
+    monitor, lines = _monitor(tmp_path)
+    _train(monitor, torch.randn(T, N, C, generator=torch.Generator().manual_seed(0)), 150, 0.1)
+    assert monitor.events == [] and lines == [] and not list(tmp_path.iterdir())
+
+
+def test_stalled_run_on_blank_frames_reports_the_plateau_once(tmp_path):
+    """Frames fixed on blank (learning rate 0): the loss is flat from step 0, so the plateau is
+    reported at step 30, the doctor's first look (every 10 steps) after the 30-step window
+    fills, and never again; its batch file shows the blank plateau to `ctcbench doctor`."""
+    monitor, lines = _monitor(tmp_path)
+    logits = torch.zeros(T, N, C)
+    logits[..., 0] = 4.0
+    _train(monitor, logits, 80, 0.0)
+    assert [(e.step, e.kind) for e in monitor.events] == [(30, "blank-plateau")]
+    assert len(lines) == 1 and lines[0].startswith("ctcbench monitor: step 30: blank-plateau")
+    report = ctcbench.diagnose(**load_inputs(monitor.events[0].batch_file))
+    assert "blank-collapse" in report.codes
+
+
+def test_nan_loss_is_reported_once_at_its_first_step(tmp_path):
+    """A NaN loss at steps 3 and 5: one report, at step 3."""
+    monitor, _ = _monitor(tmp_path)
+    lp = torch.randn(T, N, C).log_softmax(-1)
+    for step in range(8):
+        monitor.step(torch.tensor(math.nan if step in (3, 5) else 5.0 - 0.1 * step), lp,
+                     TARGETS, IL, TL)
+    assert [(e.step, e.kind) for e in monitor.events] == [(3, "loss-non-finite")]
+
+
+def test_raw_scores_give_a_negative_loss_and_the_doctor_names_them(tmp_path):
+    """Logits passed as log-probs: the loss goes negative and the doctor's input error is
+    reported; both once, at step 0, and the saved batch reproduces not-normalized."""
+    monitor, _ = _monitor(tmp_path)
+    raw = torch.randn(T, N, C, generator=torch.Generator().manual_seed(1)) + 3.0
+    for _ in range(5):
+        loss = F.ctc_loss(raw, TARGETS, IL, TL)
+        assert loss < 0  # exp(raw) sums to about 6 e^3 per frame
+        monitor.step(loss, raw, TARGETS, IL, TL)
+    kinds = {(e.step, e.kind) for e in monitor.events}
+    assert kinds == {(0, "loss-negative"), (0, "input:not-normalized")}
+    file = next(e.batch_file for e in monitor.events if e.kind == "input:not-normalized")
+    assert ctcbench.diagnose(**load_inputs(file)).codes[0] == "not-normalized"
+
+
+def test_exploding_gradient_is_reported_against_the_running_median(tmp_path):
+    """Norms about 1 for 15 steps, then 100 and 300: one report, at step 15, with the ratio."""
+    monitor, _ = _monitor(tmp_path)
+    lp = torch.randn(T, N, C).log_softmax(-1)
+    norms = [1.0 + 0.01 * k for k in range(15)] + [100.0, 300.0, 1.0]
+    for k, norm in enumerate(norms):
+        monitor.step(torch.tensor(5.0 - 0.01 * k), lp, TARGETS, IL, TL, grad_norm=norm)
+    assert [(e.step, e.kind) for e in monitor.events] == [(15, "gradient-exploding")]
+    assert monitor.events[0].evidence["median"] == pytest.approx(np.median(norms[:15]))
+
+
+def test_bfloat16_batch_is_saved_as_pt_and_reproduces_half_precision(tmp_path):
+    """A bfloat16 batch (NumPy has no bfloat16) is saved as .pt; the doctor names it."""
+    monitor, _ = _monitor(tmp_path)
+    lp = torch.randn(T, N, C).log_softmax(-1).to(torch.bfloat16)
+    monitor.step(torch.tensor(5.0), lp, TARGETS, IL, TL)
+    (event,) = monitor.events
+    assert event.kind == "input:half-precision" and event.batch_file.endswith(".pt")
+    assert "half-precision" in ctcbench.diagnose(**load_inputs(event.batch_file)).codes
