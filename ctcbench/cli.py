@@ -356,8 +356,10 @@ def predict(checkpoint, images, beam, fmt):
               show_default=True, help="Seconds of search (shrinking a find comes on top).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the search; the same seed draws the same problems.")
-@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["float64", "float32"]),
-              help="Draw only this dtype (repeatable); default both, as far as the backend takes them.")
+@click.option("--dtype", "dtypes", multiple=True,
+              type=click.Choice(["float64", "float32", "float16", "bfloat16"]),
+              help="Draw only this dtype (repeatable); default float64 and float32, as far as "
+                   "the backend takes them.")
 @out_options("fuzz", resume_note=" (its stored failures are replayed first)")
 @format_option("table", "json")
 def fuzz(backend_name, against, budget, seed, dtypes, out, resume, fmt):

@@ -108,3 +108,26 @@ class LabelsAsUint8:
         wrapped = CTCProblem(problem.logits, problem.targets % 256, problem.input_lengths,
                              problem.target_lengths, blank=problem.blank)
         return NumpyBackend().run(wrapped)
+
+
+class HalfPrecision:
+    """float16 only: the exact answer rounded to float16, as a right half-precision kernel
+    returns it (its error is the arithmetic's, within the float16 bound)."""
+
+    dtypes = ("float16",)
+
+    def run(self, problem):
+        result = NumpyBackend().run(problem)
+        with np.errstate(over="ignore"):  # a loss past 65504 is inf in float16
+            result.loss = result.loss.astype(np.float16).astype(np.float64)
+        result.grad_logits = result.grad_logits.astype(np.float16).astype(np.float64)
+        return result
+
+
+class HalfPrecisionOff(HalfPrecision):
+    """The same, but each loss 5% high: past any float16 round-off bound."""
+
+    def run(self, problem):
+        result = super().run(problem)
+        result.loss = result.loss * 1.05
+        return result

@@ -268,7 +268,8 @@ def to_problem(raw: Raw, dtype: str) -> CTCProblem:
         import torch
         logits = torch.from_numpy(raw.logits).to(torch.bfloat16)
     else:
-        logits = raw.logits.astype(dtype)
+        with np.errstate(over="ignore"):  # 1e30 padding is inf in float16: padding, ignored
+            logits = raw.logits.astype(dtype)
     targets, input_lengths, target_lengths = raw.targets, raw.input_lengths, raw.target_lengths
     if raw.unbatched and logits.ndim == 3:  # one sample in torch's unbatched form
         logits, targets = logits[:, 0], targets.reshape(-1)  # (T, C), (L,)

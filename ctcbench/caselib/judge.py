@@ -132,5 +132,6 @@ def run_to_run(first, second, tol: float | None = None) -> str | None:
         worst_diff = max_error(diff)
         if tol is None or not worst_diff <= tol:
             within = "" if tol is None else f", more than the {tol:g} it declares"
-            return f"deterministic: a second call gave another {name} (max diff {worst_diff:.3g}{within})"
+            return (f"deterministic: a second call gave another {name} "
+                    f"(max diff {worst_diff:.3g}{within})")
     return None

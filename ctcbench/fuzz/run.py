@@ -32,12 +32,14 @@ from ctcbench.runtime.registry import REFERENCE, get_backend
 from ctcbench.fuzz.kind import KIND
 from ctcbench.runs.store import RunResult, check_out, open_run
 
-FUZZ_DTYPES = ("float64", "float32")
+FUZZ_DTYPES = ("float64", "float32", "float16", "bfloat16")  # what --dtype may ask for
+DEFAULT_DTYPES = ("float64", "float32")  # drawn without --dtype
 # what is drawn, and examples per hypothesis call: the budget is shared by time between the two,
 # so a few large problems do not eat it (ctcbench.fuzz.problems)
 STRATEGIES = {"small": (builds, 25), "boundary": (boundary_builds, 5)}
 FAST_ORACLE = "numba"  # exact against the reference (its own tests, and fuzzed clean)
 SMALL_WORK = 100_000  # problems costing more (problems.work) are judged against FAST_ORACLE
+WARM_UP = {"generator": "table", "C": 3, "sample": [{"target": [1], "logits": [[0.0] * 3] * 3}]}
 
 
 class Disagreement(AssertionError):
@@ -46,7 +48,7 @@ class Disagreement(AssertionError):
 
 def _dtypes(backend, wanted=None) -> tuple[str, ...]:
     supported = backend.traits.dtypes or FUZZ_DTYPES
-    return tuple(d for d in FUZZ_DTYPES if d in supported and (not wanted or d in wanted))
+    return tuple(d for d in wanted or DEFAULT_DTYPES if d in supported)
 
 
 def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, seed: int = 0,
@@ -54,7 +56,9 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     """Search for a problem on which ``backend_name`` disagrees with ``against`` (or crashes, hangs
     or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found.
 
-    ``dtypes``: draw only these (of float64 and float32), as far as the backend takes them.
+    ``dtypes``: draw only these (of ``FUZZ_DTYPES``; default float64 and float32), as far as
+    the backend takes them; below float64 each is judged with the round-off bound of its
+    arithmetic (``ctcbench.caselib.judge.problem_tolerance``).
     ``out``: run folder (default ``reports/fuzz-<UTC time>``); ``resume`` searches again in an
     existing one, replaying the failures its hypothesis database holds first. Returns a
     ``RunResult`` with one row per search made in the folder; ``summary`` holds this search:
@@ -67,13 +71,13 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     check_out(KIND, out, resume=resume)
     bad = [d for d in dtypes or () if d not in FUZZ_DTYPES]
     if bad:
-        raise ValueError(f"dtype: expected {' or '.join(FUZZ_DTYPES)}, got {', '.join(bad)}")
+        raise ValueError(f"dtype: expected one of {', '.join(FUZZ_DTYPES)}, got {', '.join(bad)}")
     backend, reference = _loaded(backend_name, "--backend"), _loaded(against, "--against")
     fast = _fast_oracle(backend_name, against)
-    dtypes = _dtypes(backend, dtypes)
+    asked, dtypes = dtypes or DEFAULT_DTYPES, _dtypes(backend, dtypes)
     if not dtypes:
-        raise ValueError(f"backend: expected a backend computing in {' or '.join(FUZZ_DTYPES)}, "
-                         f"got {backend_name!r}, which takes only {', '.join(backend.traits.dtypes)}")
+        raise ValueError(f"--dtype: expected a dtype {backend_name!r} computes in "
+                         f"({', '.join(backend.traits.dtypes)}), got {', '.join(asked)}")
     with open_run(KIND, out, resume=resume) as run:
         if not resume:
             run.write_meta({"backend": backend_name, "against": against, "dtypes": list(dtypes)})
@@ -112,7 +116,6 @@ def warm_up(backend, dtypes, *, slow_s: float = 1.0) -> float:
     """One call on a tiny problem per dtype, so that loading and compiling happen before the
     clock starts; says so on stderr when it takes longer than ``slow_s``. Returns its seconds."""
     import threading
-    from ctcbench.core.problem import CTCProblem
     start = time.monotonic()
     note = threading.Timer(slow_s, lambda: print(
         f"fuzz: {backend.name}: first call (loading, compiling) takes more than {slow_s:g} s; "
@@ -120,7 +123,7 @@ def warm_up(backend, dtypes, *, slow_s: float = 1.0) -> float:
     note.start()
     try:
         for dtype in dtypes:
-            problem = CTCProblem(np.zeros((3, 1, 3), dtype), [[1]], [3], [1])
+            problem = problem_of(WARM_UP, dtype)  # bfloat16 too (through torch)
             try:
                 backend.run(problem)
             except Exception:  # the search reports whatever is wrong with it

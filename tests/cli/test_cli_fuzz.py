@@ -59,6 +59,9 @@ def test_cli_through_entry_point_replays_failures_first(tmp_path):
     (["--backend", "numpy", "--budget", "0"], "--budget"),
     (["--backend", "numpy", "--seed", "-1"], "--seed"),
     (["--backend", "no-such-backend"], "no-such-backend"),
+    (["--backend", "numpy", "--dtype", "float8"], "--dtype"),
+    (["--backend", "torch", "--dtype", "float16"],
+     "--dtype: expected a dtype 'torch' computes in (float32, float64), got float16"),
 ])
 def test_bad_options_are_one_clear_line(args, names, tmp_path):
     """Bad options name themselves; no traceback."""

@@ -101,3 +101,17 @@ def test_labels_past_255_are_drawn(register_backends, tmp_path):
     register_backends("labels-uint8", "wrong_backends:LabelsAsUint8")
     found = fuzz("labels-uint8", budget=30, seed=1, out=tmp_path / "run", progress=False).summary
     assert found["found"] and found["size"]["C"] > 256, found
+
+
+def test_float16_is_judged_by_its_round_off(register_backends, tmp_path):
+    """--dtype float16: the exact answer rounded to float16 fuzzes clean (its error is within
+    the float16 bound); 5% off is found."""
+    register_backends("half", "wrong_backends:HalfPrecision")
+    register_backends("half-off", "wrong_backends:HalfPrecisionOff")
+    clean = fuzz("half", budget=3, seed=1, dtypes=["float16"], out=tmp_path / "a",
+                 progress=False).summary
+    assert not clean["found"] and clean["tried"] > 0, clean
+    found = fuzz("half-off", budget=10, seed=1, dtypes=["float16"], out=tmp_path / "b",
+                 progress=False).summary
+    assert found["found"] and found["dtype"] == "float16"
+    assert found["what"].startswith("loss vs"), found
