@@ -23,7 +23,9 @@ MAX_LABELS = 6  # per target
 MAX_SHORT_FRAMES = 12
 MAX_LONG_FRAMES = 3000  # long inputs: where probabilities underflow float64 (~C**-T < 1e-308)
 PAD_VALUES = (0.0, math.nan, 1e30)  # what padded frames hold: ignored, whatever it is
-LOGIT_KINDS = ("uniform", "normal", "peaked")
+# certain: the alignment's logit at ``scale``, 0 elsewhere, no noise: a loss near 0, where
+# optax's float32 loss goes below 0 (google-deepmind/optax#1771)
+LOGIT_KINDS = ("uniform", "normal", "peaked", "certain")
 SCALES = (1.0, 4.0, 30.0, 1e3)
 
 
@@ -32,8 +34,8 @@ def _logits(kind: str, scale: float, seed: int, T_n: int, C: int, target: list[i
     rng = np.random.default_rng(seed)
     if kind == "uniform":
         return np.zeros((T_n, C))
-    x = rng.normal(size=(T_n, C)) * scale  # (T_n, C)
-    if kind == "peaked" and T_n:  # a plausible alignment: labels spread over the frames, blanks between
+    x = np.zeros((T_n, C)) if kind == "certain" else rng.normal(size=(T_n, C)) * scale  # (T_n, C)
+    if kind in ("peaked", "certain") and T_n:  # an alignment: labels spread out, blanks between
         path = np.full(T_n, blank)  # (T_n,)
         spots = np.linspace(0, T_n, len(target) + 2)[1:-1].astype(np.int64)  # (L,) a frame per label
         path[np.minimum(spots, T_n - 1)] = target
