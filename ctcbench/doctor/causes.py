@@ -73,42 +73,68 @@ def check_argmax_outputs(inp: Inputs, lp: np.ndarray) -> Finding | None:
 
 
 def check_padded_frames(inp: Inputs, lp: np.ndarray) -> Finding | None:
-    """Samples whose last valid frames are one and the same frame, seen nowhere earlier in the
-    sample: the model's output on padding, counted as real by input_lengths."""
+    """Samples whose last valid frames are the model's output on padding, counted as real by
+    input_lengths: one and the same frame, or frame for frame the same as another sample's at
+    the same steps (its padding, or frames past its input length), and in either case seen
+    nowhere earlier in the sample."""
     T, N, C, L = inp.shape
     if C < 2:
         return None
     x = np.maximum(lp, LOG_FLOOR)  # (T, N, C)
+    shared = _shared_frames(inp)  # (T, N)
     flagged = []
     for n in np.flatnonzero(inp.lengths >= MIN_RUN + 1):
-        frames = x[: inp.lengths[n], n]  # (t, C)
+        length = int(inp.lengths[n])
+        frames = x[:length, n]  # (t, C)
         last = frames[-1]
         same = (np.abs(frames - last) <= SAME_TOL * (1 + np.abs(last))).all(-1)  # (t,)
-        run = int(np.argmin(same[::-1])) if not same.all() else len(same)
-        if run < MIN_RUN or run == len(same) or same[: len(same) - run].any():
+        runs = [_trailing_run(same), _trailing_run(shared[:length, n])]
+        run = max(r for r, mark in zip(runs, (same, shared[:length, n]))
+                  if MIN_RUN <= r < length and not mark[: length - r].any()) if any(
+            MIN_RUN <= r < length and not mark[: length - r].any()
+            for r, mark in zip(runs, (same, shared[:length, n]))) else 0
+        if not run:
             continue
         ordered = np.sort(last)
         if ordered[-1] > ordered[-2] and ordered[-2] - ordered[0] <= SAME_TOL:
             continue  # one class peaked, the rest all alike: a frame made by hand, not a model's
-        flagged.append((int(n), int(inp.lengths[n]), run))
+        flagged.append((int(n), length, run))
     if not flagged:
         return None
     last_frames = np.array([x[length - 1, n] for n, length, _ in flagged])
-    shared = len(flagged) > 1 and bool(
+    same_last = len(flagged) > 1 and bool(
         (np.abs(last_frames - last_frames[0]) <= SAME_TOL * (1 + np.abs(last_frames[0]))).all())
-    detail = [{"sample": n, "input_length": length, "constant_last_frames": run,
-               "real_length": length - run} for n, length, run in flagged]
+    detail = [{"sample": n, "input_length": length, "padding_like_last_frames": run,
+               "real_length_at_most": length - run} for n, length, run in flagged]
     return Finding(
         "padded-frames-counted", "error",
-        f"{len(flagged)} of {N} samples end in a run of identical frames (up to "
-        f"{max(r for *_, r in flagged)}) unlike any earlier frame"
-        + (", the same frame in every one of them" if shared else "")
+        f"{len(flagged)} of {N} samples end in up to {max(r for *_, r in flagged)} frames that "
+        "repeat one frame, or another sample's frames at the same steps, unlike any earlier "
+        "frame of theirs" + (", the same last frame in every one of them" if same_last else "")
         + ": the model's output on padding, which input_lengths counts as real frames, so the "
         "loss aligns labels to padding.",
         {"count": len(flagged), "samples": detail[:MAX_LISTED],
-         "same_frame_across_samples": shared},
+         "same_frame_across_samples": same_last},
         "pass each sample's real length on the model's time axis as input_lengths (e.g. its "
         "unpadded width after the model's downsampling), not T for every sample.")
+
+
+def _trailing_run(mark: np.ndarray) -> int:
+    """How many of the last entries of the bool array ``mark`` are True."""
+    return int(np.argmin(mark[::-1])) if not mark.all() else len(mark)
+
+
+def _shared_frames(inp: Inputs) -> np.ndarray:
+    """``(T, N)`` True where a valid frame, as given, equals another sample's frame at the same
+    step exactly (that one valid or not); non-finite frames equal nothing."""
+    T, N, C, L = inp.shape
+    if N < 2:
+        return np.zeros((T, N), dtype=bool)
+    finite = (np.isfinite(inp.x) | (inp.x == -np.inf)).all(-1)  # (T, N); -inf: a legal zero
+    weights = np.random.default_rng(0).uniform(1, 2, size=C)  # positive: no cancellation
+    keys = np.where(finite, np.where(inp.x == -np.inf, -1e4, inp.x) @ weights, np.nan)  # (T, N)
+    out = (keys[:, :, None] == keys[:, None, :]).sum(-1) > 1  # (T, N); NaN equals nothing
+    return out & inp.frame_mask
 
 
 # -- inputs that are right once corrected ---------------------------------------------------------

@@ -168,8 +168,29 @@ def test_padding_counted_as_frames_is_named(rng):
     ev = report.findings[0].evidence
     padded = [n for n in range(8) if p.input_lengths[n] <= 60 - 3]
     assert [d["sample"] for d in ev["samples"]] == padded and ev["same_frame_across_samples"]
-    assert [d["real_length"] for d in ev["samples"]] == \
+    assert [d["real_length_at_most"] for d in ev["samples"]] == \
         p.input_lengths[padded].tolist()
+
+
+@pytest.mark.parametrize("liars", ["all", "one"])
+def test_padding_output_that_varies_in_time_is_named_by_its_twin_in_other_samples(rng, liars):
+    """Padding frames that change along time but are the same in every sample at the same step
+    (the model's output on padding): all samples given T frames, or only one while the others'
+    frames past their lengths hold that output. The liars are named; their real lengths are
+    bounded by the steps where another sample shows the same padding output."""
+    p, lp = _healthy(rng, T=60)
+    pad = log_softmax(rng.normal(size=(60, 1, 12)))  # (T, 1, C): one output per step
+    lp = np.where(p.frame_mask[..., None], lp, pad)
+    order = np.argsort(p.input_lengths)
+    lengths = np.full(8, 60) if liars == "all" else p.input_lengths.copy()
+    if liars == "one":
+        lengths[order[0]] = 60  # the shortest sample claims every frame
+    report = diagnose(lp, **_args(p, input_lengths=lengths))
+    assert report.codes[0] == "padded-frames-counted", report
+    named = {d["sample"]: d["real_length_at_most"] for d in report.findings[0].evidence["samples"]}
+    liar_set = [n for n in range(8) if lengths[n] > p.input_lengths[n] + 2]
+    assert sorted(named) == liar_set
+    assert all(p.input_lengths[n] <= named[n] < 60 for n in liar_set)
 
 
 # -- legal conventions stay clean ------------------------------------------------------------------
@@ -193,6 +214,11 @@ def _conventions(rng, p, lp):
             held[: 3 * len(y), n] = np.repeat(y, 3)
     yield "noiseless held labels", dict(log_probs=np.log(np.where(
         np.eye(C, dtype=bool)[held], 0.9, 0.1 / (C - 1))), **_args(p))
+    if N >= 2:  # the same utterance twice in one batch: every frame shared, none padding
+        twin = [0, 0, *range(2, N)]
+        yield "duplicated sample", dict(log_probs=lp[:, twin], targets=p.targets[twin],
+                                        input_lengths=p.input_lengths[twin],
+                                        target_lengths=p.target_lengths[twin], blank=p.blank)
     yield "padding NaN", dict(log_probs=np.where(p.frame_mask[..., None], lp, np.nan),
                               **_args(p))
 
@@ -200,8 +226,8 @@ def _conventions(rng, p, lp):
 @pytest.mark.parametrize("seed", range(6))
 def test_legal_conventions_are_clean_of_the_causes(seed):
     """Padding -1, concatenated targets, raw logits, probs, untrained outputs, batch-major with
-    layout='NTC', noiseless perfect predictions; blank 0 or last; T from 8 to 2000: no cause
-    finding, and no warning or error at all."""
+    layout='NTC', noiseless perfect predictions and held labels, a duplicated sample; blank 0
+    or last; T from 8 to 2000: no cause finding, and no warning or error at all."""
     rng = np.random.default_rng(seed)
     for T, C in ((8, 5), (80, 30), (2000, 12)):
         for blank in (0, C - 1):
