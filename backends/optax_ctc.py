@@ -35,6 +35,7 @@ class OptaxBackend:
     isolated = True
     dtypes = ("float32", "float64")
     packages = ("jax", "jaxlib", "optax")  # import names whose versions a run records
+    _library = "optax"  # who answers wrongly, in refusals
 
     def __init__(self):
         require(("jax", "optax"), extra="jax", packages="jax and optax are")
@@ -85,9 +86,9 @@ class OptaxBackend:
     def _inputs(self, problem: CTCProblem, grad_weights, exact_shape: bool):
         """``(the jitted function's NumPy arguments, class renaming, padded (T, N, L, C))``."""
         check_dtype(problem, self.name, self.dtypes)
-        refuse_neg_inf(problem, self.name, "optax returns a NaN loss")
-        refuse_infeasible(problem, self.name,
-                          "optax returns a finite loss near 1e5 (log_epsilon) with a gradient")
+        refuse_neg_inf(problem, self.name, f"{self._library} returns a NaN loss")
+        refuse_infeasible(problem, self.name, f"{self._library} returns a finite loss near 1e5 "
+                          "(log_epsilon) with a gradient")
         if self._fn is None:
             self.prepare()
         dtype = np.dtype(problem.dtype)

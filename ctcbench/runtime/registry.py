@@ -42,6 +42,10 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "tf": "ctcbench.backends.tf_ctc:TFBackend",
     "tf-dense": "ctcbench.backends.tf_ctc:TFDenseBackend",
     "warpctc": "ctcbench.backends.paddle_warpctc:WarpctcBackend",
+    # Keras 3's keras.ops.ctc_loss, one worker per KERAS_BACKEND (read once, at import)
+    "keras-jax": "ctcbench.backends.keras_ctc:KerasJaxBackend",
+    "keras-tf": "ctcbench.backends.keras_ctc:KerasTFBackend",
+    "keras-torch": "ctcbench.backends.keras_ctc:KerasTorchBackend",
 }
 
 REFERENCE = "numpy"  # the exact float64 reference: compare, fuzz and the oracles check against it

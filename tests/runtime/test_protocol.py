@@ -45,6 +45,12 @@ BUILTIN_DECLARED = {
                  "timeout_s": 60.0, "prepare": "method", "takes_grad_weights": True},
     "warpctc": {"isolated": True, "dtypes": F32_64, "packages": ("paddle",),
                 "prepare": "method", "takes_grad_weights": True},
+    "keras-jax": {"isolated": True, "dtypes": ("float32",), "packages": ("keras", "jax", "jaxlib"),
+                  "prepare": "method", "takes_grad_weights": True, "takes_exact_shape": True},
+    "keras-tf": {"isolated": True, "dtypes": ("float32",), "packages": ("keras", "tensorflow"),
+                 "timeout_s": 60.0, "prepare": "method", "takes_grad_weights": True},
+    "keras-torch": {"isolated": True, "dtypes": ("float32",), "packages": ("keras", "torch"),
+                    "prepare": "method", "takes_grad_weights": True},
 }
 
 
