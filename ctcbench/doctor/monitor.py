@@ -14,7 +14,8 @@ Usage, after ``loss.backward()`` (so the gradient is there)::
 Kinds reported: ``loss-non-finite``, ``loss-negative``, ``gradient-exploding`` (the gradient
 norm past ``grad_factor`` times its running median, or non-finite), ``blank-plateau`` (the loss
 flat over the last ``window`` steps while the doctor finds the blank plateau or time-invariant
-frames) and ``input:<code>`` for each error the doctor finds in the batch. The doctor looks at
+frames) and ``input:<code>`` for each error the doctor finds in the batch (``time-invariant``,
+an error of the model's state, once two looks in a row find it). The doctor looks at
 the batch every ``check_every`` steps, starting with the first.
 """
 from __future__ import annotations
@@ -29,6 +30,8 @@ from ctcbench.core.arrays import to_numpy
 from ctcbench.doctor.diagnose import diagnose
 
 PLATEAU_CODES = ("blank-collapse", "time-invariant")
+MODEL_STATE = ("time-invariant",)  # errors of the model, not of the inputs: an untrained model
+# can show them for a moment, so they are reported when two looks in a row find them
 
 
 @dataclass
@@ -53,13 +56,15 @@ class Monitor:
       out_dir: where batches are saved (``step<k>-<kind>.npz``, loadable by ``ctcbench doctor``).
       blank: the blank index the loss uses. reduction: the loss's reduction (for the doctor).
       check_every: run the doctor on the batch every this many steps (and on the first).
-      window: steps over which a flat loss counts as a plateau; flat_tol its relative spread.
+      window: steps over which a flat loss counts as a plateau (healthy CTC runs sit on the
+        blank plateau for a few hundred steps); flat_tol: the relative change allowed between
+        the means of the window's two halves.
       grad_factor: a gradient norm this many times its running median is exploding.
       report: called with each :class:`Event` (default: print its line).
     """
 
     def __init__(self, out_dir="ctcbench-monitor", *, blank: int = 0, reduction: str = "mean",
-                 check_every: int = 25, window: int = 50, flat_tol: float = 0.02,
+                 check_every: int = 25, window: int = 500, flat_tol: float = 0.02,
                  grad_factor: float = 10.0, report=print):
         self.out_dir = Path(out_dir)
         self.blank, self.reduction = blank, reduction
@@ -71,6 +76,7 @@ class Monitor:
         self._losses: deque = deque(maxlen=window)
         self._norms: deque = deque(maxlen=200)
         self._step = -1
+        self._model_state: set[str] = set()  # model-state errors found at the last look
 
     def step(self, loss, log_probs, targets, input_lengths, target_lengths, *, model=None,
              grad_norm: float | None = None, step: int | None = None) -> list[Event]:
@@ -115,26 +121,34 @@ class Monitor:
     def _plateau_suspected(self) -> bool:
         if "blank-plateau" in self._reported or len(self._losses) < self.window:
             return False
-        losses = np.array(self._losses)
-        return float(losses.max() - losses.min()) <= self.flat_tol * max(abs(losses.mean()), 1e-12)
+        losses = np.array(self._losses)  # per-batch losses are noisy: compare the halves' means
+        first, second = losses[: len(losses) // 2].mean(), losses[len(losses) // 2:].mean()
+        return float(abs(first - second)) <= self.flat_tol * max(abs(first), 1e-12)
 
     def _doctor(self, batch) -> list[Event]:
         log_probs, targets, input_lengths, target_lengths = batch
         report = diagnose(log_probs, targets=targets, input_lengths=input_lengths,
                           target_lengths=target_lengths, blank=self.blank,
                           reduction=self.reduction)
-        events = []
+        events, model_state = [], set()
         for f in report.findings:
-            if f.severity == "error" and f.code not in PLATEAU_CODES:
-                events += self._event(f"input:{f.code}", f.message, f.evidence, batch)
+            if f.severity != "error":
+                continue
+            if f.code in MODEL_STATE:
+                model_state.add(f.code)
+                if f.code not in self._model_state:
+                    continue
+            events += self._event(f"input:{f.code}", f.message, f.evidence, batch)
+        self._model_state = model_state
         found = [f for f in report.findings if f.code in PLATEAU_CODES]
         if found and self._plateau_suspected():
             losses = np.array(self._losses)
             events += self._event(
-                "blank-plateau", f"the loss has stayed within {losses.min():.4g}..{losses.max():.4g}"
-                f" for {len(losses)} steps and the doctor finds {found[0].code}: "
-                f"{found[0].message}", {"losses_min": float(losses.min()),
-                                        "losses_max": float(losses.max()), **found[0].evidence},
+                "blank-plateau", f"the loss has stayed flat (mean {losses.mean():.4g}, within "
+                f"{self.flat_tol:.0%} between halves) for {len(losses)} steps and the doctor "
+                f"finds {found[0].code}: "
+                f"{found[0].message}", {"loss_mean": float(losses.mean()),
+                                        "steps": len(losses), **found[0].evidence},
                 batch)
         return events
 

@@ -102,3 +102,14 @@ def test_bfloat16_batch_is_saved_as_pt_and_reproduces_half_precision(tmp_path):
     (event,) = monitor.events
     assert event.kind == "input:half-precision" and event.batch_file.endswith(".pt")
     assert "half-precision" in ctcbench.diagnose(**load_inputs(event.batch_file)).codes
+
+
+def test_time_invariant_frames_are_reported_when_two_looks_in_a_row_find_them(tmp_path):
+    """One frame per sample repeated at every step (the repeated feature vector): not at the
+    first look (an untrained model may show it for a moment), at the second, step 10."""
+    monitor, _ = _monitor(tmp_path)
+    logits = torch.randn(1, N, C, generator=torch.Generator().manual_seed(2)) * 3
+    lp = logits.expand(T, N, C).log_softmax(-1)
+    for step in range(25):
+        monitor.step(torch.tensor(9.0 - 0.1 * step), lp, TARGETS, IL, TL)
+    assert [(e.step, e.kind) for e in monitor.events] == [(10, "input:time-invariant")]
