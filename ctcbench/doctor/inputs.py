@@ -134,6 +134,9 @@ def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, 
     if targets.ndim == 2 and targets.shape[0] != N and targets.shape[1] == N:  # (L, N)
         findings.append(_transposed_finding(targets.shape, N))
         targets = targets.T
+    if targets.ndim == 1 and targets.shape[0] == input_lengths.sum() != target_lengths.sum():
+        findings.append(_swapped_concatenated_finding(input_lengths, target_lengths, T))
+        input_lengths, target_lengths = target_lengths, input_lengths
     if targets.ndim == 1:  # concatenated -> padded (N, L)
         total = int(target_lengths.sum())
         expect(targets.shape[0] == total, "targets",
@@ -200,3 +203,15 @@ def _transposed_finding(shape, N: int) -> Finding:
         {"shape": list(shape), "N": N},
         "pass targets.T (or build them batch-first: one row of labels per sample); the doctor "
         "diagnosed the rest with targets.T.")
+
+
+def _swapped_concatenated_finding(input_lengths, target_lengths, T: int) -> Finding:
+    return Finding(
+        "lengths-swapped", "error",
+        f"input_lengths and target_lengths are swapped: the concatenated targets hold "
+        f"sum(input_lengths) = {int(input_lengths.sum())} labels, not sum(target_lengths) = "
+        f"{int(target_lengths.sum())}.",
+        {"input_lengths": input_lengths.tolist()[:MAX_LISTED],
+         "target_lengths": target_lengths.tolist()[:MAX_LISTED], "T": T},
+        "call ctc_loss(log_probs, targets, input_lengths, target_lengths) in that order (frames "
+        "first, labels second); the doctor diagnosed the rest with them exchanged.")

@@ -96,6 +96,16 @@ def test_swapped_lengths_are_named_and_explain_the_symptoms(rng):
     assert "length-mismatch" in report.findings[0].explains
 
 
+def test_swapped_lengths_with_concatenated_targets_are_named(rng):
+    """Concatenated targets hold sum(target_lengths) labels: with the lengths swapped, that is
+    sum(input_lengths); lengths-swapped, and the rest diagnosed exchanged (clean)."""
+    p, lp = _healthy(rng)
+    flat = p.targets[_mask(p)]
+    report = diagnose(lp, **_args(p, targets=flat, input_lengths=p.target_lengths,
+                                  target_lengths=p.input_lengths))
+    assert report.codes[0] == "lengths-swapped" and _problems(report) == {"lengths-swapped"}
+
+
 def test_transposed_targets_are_named(rng):
     """(L, N) targets: targets-transposed, and the rest diagnosed with targets.T (clean)."""
     p, lp = _healthy(rng)
