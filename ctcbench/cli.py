@@ -390,5 +390,27 @@ def fuzz(backend_name, against, budget, seed, dtypes, out, resume, fmt):
         raise SystemExit(1)
 
 
+@cli.command()
+@click.option("--backend", "backend_names", multiple=True, metavar="NAME",
+              help="Only try the entries of this backend (repeatable); default every backend.")
+@out_options("atlas")
+@format_option("table", "json")
+def atlas(backend_names, out, resume, fmt):
+    """Try each known CTC bug of the atlas on the installed stack: reproduces, fixed, or not."""
+    from ctcbench.atlas.run import atlas as run_atlas
+    from ctcbench.files import to_json
+    result = finish_run(run_atlas(list(backend_names) or None, out=out, resume=resume))
+    rows = result.rows.to_dict("records")
+    if fmt == "json":
+        click.echo(to_json({"summary": result.summary, "rows": rows}, indent=1))
+        return
+    wid = max(len(r["id"]) for r in rows)
+    for r in rows:
+        tried = f"{r['backend']} {r['case']} {r['dtype']}" if isinstance(r.get("case"), str) else ""
+        click.echo(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {tried}")
+    counts = ", ".join(f"{v} {k}" for k, v in result.summary.items() if k != "entries" and v)
+    click.echo(f"atlas: {result.summary['entries']} entries: {counts}; results in {result.run_dir}")
+
+
 def main():
     cli()

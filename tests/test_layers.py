@@ -16,14 +16,14 @@ LAYERS = (
     ("caselib", "cases", "torch"),
     ("runs",),
     ("doctor",),
-    ("compare", "bench", "fuzz", "convergence"),
+    ("compare", "bench", "fuzz", "convergence", "atlas"),
     ("report",),
     ("drivers",),
     ("cli", "cli_docs", ""),  # "": the package itself, the public API
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
-DRIVERS = ("doctor", "compare", "bench", "fuzz", "convergence")  # they and report know nothing
-# of each other: ctcbench.drivers hands each kind's page context to the renderer
+DRIVERS = ("doctor", "compare", "bench", "fuzz", "convergence", "atlas")  # they and report
+# know nothing of each other: ctcbench.drivers hands each kind's page context to the renderer
 
 
 def part(module: str) -> str:

@@ -10,6 +10,12 @@ The table is one data file beside the cases, ``cases/known_issues.toml`` (instal
     reason = "SIGFPE when every target in the batch is empty"
     seen_with = "paddlepaddle 3.3.1"           # the upstream release it was seen with
     url = "https://..."                        # optional: the issue or source that shows it
+    atlas = "warpctc-sigfpe-all-empty-targets" # optional: its entry in the atlas
+
+The atlas, ``cases/atlas.toml``, is the wider table it grows into: one ``[[entry]]`` per real
+CTC bug that can be stated as a problem (the implementation, the upstream thread, the releases
+known in and fixed in, CPU or GPU only, and where a library case shows it, that backend, case
+and dtype); ``ctcbench atlas`` tries those on the installed stack.
 
 ``compare`` records a failing row that an issue matches as ``known``. A malformed file is one
 ``ValueError`` naming the file and the field.
@@ -30,7 +36,7 @@ from ctcbench.files import read_text
 FILE_NAME = "known_issues.toml"  # in a case folder, this name holds the table, not cases
 FORMATS = (1,)
 _REQUIRED = ("backend", "cases", "dtypes", "reason", "seen_with")
-_OPTIONAL = ("url",)
+_OPTIONAL = ("url", "atlas")
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class KnownIssue:
     reason: str
     seen_with: str
     url: str | None = None
+    atlas: str | None = None  # the id of its entry in the atlas (atlas.toml)
 
     def matches(self, backend: str, case: str, dtype: str) -> bool:
         return (backend == self.backend and any(fnmatch.fnmatchcase(case, g) for g in self.cases)
@@ -81,7 +88,8 @@ def _issue(raw, where: str) -> KnownIssue:
     return KnownIssue(backend=_text(raw["backend"], f"{where}.backend"),
                       cases=_globs(raw["cases"], f"{where}.cases", "case-name"), dtypes=dtypes,
                       reason=_text(raw["reason"], f"{where}.reason"),
-                      seen_with=_text(raw["seen_with"], f"{where}.seen_with"), url=url)
+                      seen_with=_text(raw["seen_with"], f"{where}.seen_with"), url=url,
+                      atlas=_text(raw["atlas"], f"{where}.atlas") if "atlas" in raw else None)
 
 
 def parse_known_issues(text: str, source: str) -> tuple[KnownIssue, ...]:
@@ -120,3 +128,96 @@ def known_issue(backend: str, case: str, dtype: str, issues=None) -> KnownIssue 
         if issue.matches(backend, case, dtype):
             return issue
     return None
+
+
+# -- the atlas: every real CTC bug ctcbench knows of, stated as a problem --------------------
+ATLAS_FILE = "atlas.toml"  # beside known_issues.toml; in a case folder, never read as cases
+DEVICES = ("cpu", "gpu")
+_ENTRY_REQUIRED = ("id", "implementation", "problem", "device", "source")
+_ENTRY_OPTIONAL = ("url", "known_in", "fixed_in", "backend", "case", "dtype")
+_TRY = ("backend", "case", "dtype")  # given together, or not at all
+
+
+@dataclass(frozen=True)
+class AtlasEntry:
+    """One CTC bug: what has it, what goes wrong, where (``device``), who says so
+    (``source``, ``url``), the releases it is known in and fixed in, and, where a case of the
+    library shows it, the ``backend``, ``case`` and ``dtype`` of that row."""
+
+    id: str
+    implementation: str
+    problem: str
+    device: str
+    source: str
+    url: str | None = None
+    known_in: str | None = None
+    fixed_in: str | None = None
+    backend: str | None = None
+    case: str | None = None
+    dtype: str | None = None
+
+    @property
+    def tryable(self) -> bool:
+        """Whether a case of the library shows it (``backend``, ``case``, ``dtype`` given)."""
+        return self.case is not None
+
+
+def _url(value, where: str) -> str:
+    expect(isinstance(value, str) and value.startswith("https://") and " " not in value,
+           where, "an https:// address", repr(value))
+    return value
+
+
+def _entry(raw, where: str) -> AtlasEntry:
+    expect(isinstance(raw, dict), where, "a table ([[entry]])", type(raw).__name__)
+    unknown = sorted(set(raw) - set(_ENTRY_REQUIRED) - set(_ENTRY_OPTIONAL))
+    expect(not unknown, where, f"keys among {', '.join(_ENTRY_REQUIRED + _ENTRY_OPTIONAL)}",
+           ", ".join(map(repr, unknown)))
+    missing = [k for k in _ENTRY_REQUIRED if k not in raw]
+    expect(not missing, where, f"the keys {', '.join(_ENTRY_REQUIRED)}", f"no {', '.join(missing)}")
+    given = [k for k in _TRY if k in raw]
+    expect(len(given) in (0, len(_TRY)), where, f"all of {', '.join(_TRY)} or none",
+           f"only {', '.join(given)}")
+    expect(raw["device"] in DEVICES, f"{where}.device", f"one of {', '.join(DEVICES)}",
+           repr(raw["device"]))
+    if "dtype" in raw:
+        expect(raw["dtype"] in FLOAT_DTYPES, f"{where}.dtype",
+               f"one of {', '.join(FLOAT_DTYPES)}", repr(raw["dtype"]))
+    values = {k: _text(raw[k], f"{where}.{k}") for k in raw if k != "url"}
+    if "url" in raw:
+        values["url"] = _url(raw["url"], f"{where}.url")
+    return AtlasEntry(**values)
+
+
+def parse_atlas(text: str, source: str) -> tuple[AtlasEntry, ...]:
+    """The entries of an atlas file's ``text``; errors name ``source`` and the field."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        fail(source, "valid TOML", f"a parse error: {exc}")
+    unknown = sorted(set(data) - {"format", "entry"})
+    expect(not unknown, source, "the keys format and entry", ", ".join(map(repr, unknown)))
+    expect(data.get("format") in FORMATS, f"{source}: format",
+           f"one of {', '.join(map(str, FORMATS))}", repr(data.get("format")))
+    raws = data.get("entry")
+    expect(isinstance(raws, list) and bool(raws), f"{source}: entry",
+           "a list of [[entry]] tables", type(raws).__name__ if raws is not None else "none")
+    entries = tuple(_entry(raw, f"{source}: entry[{i}]") for i, raw in enumerate(raws))
+    ids = [e.id for e in entries]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    expect(not twice, f"{source}: entry ids", "each id once", ", ".join(twice))
+    return entries
+
+
+@functools.cache
+def _builtin_atlas() -> tuple[AtlasEntry, ...]:
+    path = importlib.resources.files("ctcbench.cases") / ATLAS_FILE
+    return parse_atlas(read_text(path, ATLAS_FILE), ATLAS_FILE)
+
+
+def load_atlas(path: str | Path | None = None) -> tuple[AtlasEntry, ...]:
+    """The entries of the atlas file ``path``; without one, the built-in atlas (read once)."""
+    if path is None:
+        return _builtin_atlas()
+    path = Path(path)
+    return parse_atlas(read_text(path, path.name), path.name)

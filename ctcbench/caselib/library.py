@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ctcbench.caselib.expect_spec import check_expect
-from ctcbench.caselib.known import FILE_NAME as KNOWN_ISSUES_FILE
+from ctcbench.caselib.known import ATLAS_FILE, FILE_NAME as KNOWN_ISSUES_FILE
 from ctcbench.caselib.judge import DEFAULT_TOLERANCES, Tolerance
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.files import read_text
@@ -147,7 +147,7 @@ def _case_files(folder, prefix: str = "") -> list:
         raise ValueError(f"cases: expected a readable folder of .toml/.json case files, got "
                          f"{str(folder)!r} ({exc.strerror or type(exc).__name__})") from None
     files = [(prefix, p) for p in entries
-             if p.name.endswith((".toml", ".json")) and p.name != KNOWN_ISSUES_FILE]
+             if p.name.endswith((".toml", ".json")) and p.name not in (KNOWN_ISSUES_FILE, ATLAS_FILE)]
     for sub in sorted((p for p in entries if p.is_dir()), key=lambda p: p.name):
         files += _case_files(sub, f"{prefix}/{sub.name}" if prefix else sub.name)
     return sorted(files, key=lambda f: f[1].name)

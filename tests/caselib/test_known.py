@@ -109,7 +109,7 @@ BAD = [
      "known.toml: issue[0]: expected the keys backend, cases, dtypes, reason, seen_with, got no "
      "backend"),
     (ONE + 'link = "https://x"\n',
-     "known.toml: issue[0]: expected keys among backend, cases, dtypes, reason, seen_with, url, "
+     "known.toml: issue[0]: expected keys among backend, cases, dtypes, reason, seen_with, url, atlas, "
      "got 'link'"),
     (ONE.replace('cases = ["tf_basic"]', 'cases = "tf_basic"'),
      "known.toml: issue[0].cases: expected a non-empty list of case-name globs, got 'tf_basic'"),

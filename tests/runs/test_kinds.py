@@ -16,6 +16,7 @@ COMMANDS = {  # each driver's command, as cheap as it gets, writing into --out
     "bench": ["bench", "--grid", "small", "--backend", "numpy", "--repeat", "1"],
     "convergence": ["convergence", "--steps", "2"],
     "fuzz": ["fuzz", "--backend", "numpy", "--budget", "1"],
+    "atlas": ["atlas", "--backend", "numpy"],
 }
 
 

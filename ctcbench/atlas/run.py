@@ -1,0 +1,94 @@
+"""The ``atlas`` driver: each entry of the atlas tried on the installed stack.
+
+An entry with a library case (``backend``, ``case``, ``dtype``) is run exactly as ``compare``
+runs it, one compare run per backend in the folder's ``compare/<backend>``: a failing row
+(``known``, ``mismatch``, ``error``, ``crashed``, ``timeout``) means the bug *reproduces*, an
+``ok`` row that it is *fixed* here, a ``skipped`` or ``unsupported`` row that it *cannot be
+tried* here (the row's reason says why: no GPU, a package missing). An entry without a case
+is *not tried*: ``gpu only`` or ``no case``.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ctcbench.atlas.kind import KIND
+from ctcbench.caselib.known import load_atlas
+from ctcbench.compare.run import compare
+from ctcbench.files import atomic_write, to_json
+from ctcbench.runs.store import RunResult, check_out, open_run
+
+STATUSES = ("reproduces", "fixed", "cannot try", "gpu only", "no case")
+_FAILED = ("known", "mismatch", "error", "crashed", "timeout")
+
+
+def _status(row: dict | None) -> tuple[str, str]:
+    """An entry's status and reason from its compare row."""
+    if row is None:
+        return "cannot try", "compare wrote no row for it"
+    if row["status"] in _FAILED:
+        return "reproduces", f"{row['status']}: {row.get('reason') or ''}".strip()
+    if row["status"] == "ok":
+        return "fixed", "the compare row is ok"
+    return "cannot try", f"{row['status']}: {row.get('reason') or ''}".strip()
+
+
+def _untried(entry) -> dict:
+    if entry.device == "gpu":
+        return {"status": "gpu only", "reason": "a CUDA/cuDNN path that no case of the "
+                "library reaches"}
+    return {"status": "no case", "reason": "no case of the library shows it"}
+
+
+def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> RunResult:
+    """Try every atlas entry (``entries``, default the built-in atlas) on this stack.
+
+    ``backends``: only entries of these backends are run; the others are ``cannot try``
+    ("not asked for"). ``out`` / ``resume``: the run-folder rules of every driver.
+    Returns a ``RunResult`` with one row per entry; ``summary`` counts each status.
+    """
+    check_out(KIND, out, resume=resume)
+    entries = load_atlas() if entries is None else tuple(entries)
+    with open_run(KIND, out, resume=resume) as run:
+        kept = run.keep_rows(lambda r: True)
+        done = {r.get("id") for r in kept}
+        todo = [e for e in entries if e.id not in done]
+        run.write_meta({"driver": "atlas", "backends": list(backends or []),
+                        "entries": len(entries), "resumed_rows": len(kept)})
+        by_backend: dict[str, list] = {}
+        for e in todo:
+            if e.tryable and (not backends or e.backend in backends):
+                by_backend.setdefault(e.backend, []).append(e)
+        found: dict[tuple, dict] = {}
+        for name, group in by_backend.items():
+            sub = run.run_dir / "compare" / name
+            result = compare([name], sorted({e.case for e in group}),
+                             sorted({e.dtype for e in group}), out=sub,
+                             resume=sub.exists(), progress=False)
+            for r in result.rows.to_dict("records"):
+                found[r["backend"], r["case"], r["dtype"]] = r
+                if r["case"] == "*":  # the backend cannot run here
+                    for e in group:
+                        found.setdefault((name, e.case, e.dtype), r)
+        rows = []
+        for e in todo:
+            row = {"id": e.id, "implementation": e.implementation, "device": e.device,
+                   "backend": e.backend, "case": e.case, "dtype": e.dtype,
+                   "problem": e.problem, "source": e.source, "url": e.url,
+                   "known_in": e.known_in, "fixed_in": e.fixed_in}
+            if not e.tryable:
+                row.update(_untried(e))
+            elif backends and e.backend not in backends:
+                row.update(status="cannot try", reason="not asked for (--backend)")
+            else:
+                status, reason = _status(found.get((e.backend, e.case, e.dtype)))
+                row.update(status=status, reason=reason)
+            run.log.append(row)
+            rows.append(row)
+        order = {e.id: i for i, e in enumerate(entries)}
+        all_rows = sorted(kept + rows, key=lambda r: order.get(r.get("id"), len(order)))
+        df = pd.DataFrame(all_rows)
+        atomic_write(run.run_dir / "rows.json", to_json(all_rows, indent=1) + "\n")
+    summary = {s: sum(r.get("status") == s for r in all_rows) for s in STATUSES}
+    summary["entries"] = len(all_rows)
+    return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept),
+                     files=[run.run_dir / "rows.json"])
