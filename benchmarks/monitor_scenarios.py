@@ -4,7 +4,7 @@ what it reports on the healthy runs (nothing expected). docs/doctor.md records a
 Not part of the test suite (minutes of training). Run with:
 
     python benchmarks/monitor_scenarios.py repeatvec captcha-stall line-labs [--steps N]
-        [--seeds 0] [--arm baseline] [--out reports/monitor-scenarios]
+        [--seeds 0] [--lrs 1e-3] [--arm baseline] [--out reports/monitor-scenarios]
 
 Each run is the scenario's baseline config, trained by an explicit loop as a user would write
 it (the convergence driver's loop without its evaluation): the monitor sees the training
@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="+", choices=sorted(SCENARIOS))
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--seeds", default="0")
+    parser.add_argument("--lrs", default=None, help="learning rates (default: the scenario's)")
     parser.add_argument("--arm", default="baseline", help="the scenario's arm (captcha-stall: "
                         "no-batchnorm, batch64, ...)")
     parser.add_argument("--out", default="reports/monitor-scenarios")
@@ -71,6 +72,8 @@ def main() -> None:
     given = {"seed": tuple(int(s) for s in args.seeds.split(","))}
     if args.steps:
         given["steps"] = args.steps
+    if args.lrs:
+        given["lr"] = tuple(float(v) for v in args.lrs.split(","))
     results = {}
     for name in args.scenarios:
         base, grid = build(arm_values(SCENARIOS[name], args.arm, given))
