@@ -157,7 +157,25 @@ def _load_pt(path: Path, max_bytes: int) -> dict:
                          f"weights_only=True, got an unreadable file ({first})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{path.name}: expected a dict of tensors, got {type(obj).__name__}")
+    for k, v in obj.items():  # nested lists can share their rows: count before building
+        count = _elements(v, max_bytes // 8 + 1)
+        if count * 8 > max_bytes:
+            _too_big(path, str(k), f"a nested list of more than {count - 1} numbers (8 bytes "
+                     "each as an array)", max_bytes)
     return {str(k): _pt_value(path, str(k), v) for k, v in obj.items()}
+
+
+def _elements(v, limit: int) -> int:
+    """How many leaves the nested lists/tuples ``v`` hold, counting stops at ``limit``
+    (a row referenced many times counts each time, as an array of it would)."""
+    count, stack = 0, [v]
+    while stack and count < limit:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            count += 1
+    return count
 
 
 def _pt_value(path: Path, key: str, v):

@@ -185,3 +185,16 @@ def test_legacy_pt_format_is_refused_as_its_sizes_cannot_be_checked(tmp_path):
     with pytest.raises(ValueError, match="old.pt: expected a torch.save'd dict .* not torch's "
                                          "zip format"):
         load_inputs(path)
+
+
+def test_pt_nested_lists_sharing_rows_are_counted_before_an_array_is_built(tmp_path):
+    """A tiny .pt whose list repeats one 1,000-number row 1,000 times (pickle shares it) would
+    make a 8 MB array: refused past a 1 MiB limit, naming the key."""
+    path = tmp_path / "rows.pt"
+    row = [0.0] * 1000
+    torch.save({k: torch.from_numpy(v) for k, v in _arrays().items()} | {"probs": [row] * 1000},
+               path)
+    assert path.stat().st_size < 2 ** 16
+    with pytest.raises(ValueError, match=r"rows.pt: probs: expected at most 1048576 bytes .* got a "
+                                         r"nested list of more than 131072 numbers"):
+        load_inputs(path, max_bytes=2 ** 20)
