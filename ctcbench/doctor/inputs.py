@@ -86,7 +86,10 @@ def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, 
            f"{len(given)} ({', '.join(given) or 'none'})")
     (kind, values), = given.items()
     x, dtype = to_numpy(values, kind)
-    expect(x.ndim == 3, kind, "a 3-D array (T, N, C) or (N, T, C)", f"shape {x.shape}")
+    if x.ndim == 2 and to_numpy(input_lengths, "input_lengths")[0].ndim == 0:
+        x = x[None] if layout == "NTC" else x[:, None]  # torch's unbatched (T, C), N = 1
+    expect(x.ndim == 3, kind, "a 3-D array (T, N, C) or (N, T, C) (or (T, C) with scalar "
+           "lengths)", f"shape {x.shape}")
     expect(x.dtype.kind == "f", kind, "a float array", f"dtype {dtype}")
     expect(layout in LAYOUTS, "layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
     expect(reduction in REDUCTIONS, "reduction", f"one of {', '.join(REDUCTIONS)}",

@@ -233,6 +233,18 @@ def _conventions(rng, p, lp):
                               **_args(p))
 
 
+def test_torch_unbatched_form_is_one_sample(rng):
+    """torch's unbatched form, (T, C) log-probs with (S,) targets and scalar lengths, is
+    diagnosed as N = 1 and comes back as the same report as the batched (T, 1, C) form."""
+    p, lp = _healthy(rng, N=1, full_length=True)
+    n = int(p.target_lengths[0])
+    batched = diagnose(lp, **_args(p))
+    single = diagnose(lp[:, 0], targets=p.targets[0, :n], input_lengths=np.int64(60),
+                      target_lengths=np.int64(n))
+    assert single.summary["N"] == 1 and single.to_dict()["findings"] == \
+        batched.to_dict()["findings"] == []
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_legal_conventions_are_clean_of_the_causes(seed):
     """Padding -1, concatenated targets, raw logits, probs, untrained outputs, batch-major with
