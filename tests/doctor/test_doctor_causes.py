@@ -167,11 +167,13 @@ def test_loss_on_argmax_outputs_is_named(rng, kind):
     assert report.codes[0] == "argmax-outputs", report
 
 
-def test_padding_counted_as_frames_is_named(rng):
+@pytest.mark.parametrize("pad", ["random", "blank-heavy"])
+def test_padding_counted_as_frames_is_named(rng, pad):
     """Every sample given all T frames though the shorter ones were padded, their padding
-    frames the model's one output on zeros: padded-frames-counted, with the real lengths."""
+    frames one output (a model's, or a blank-heavy frame with the other classes alike):
+    padded-frames-counted, with the real lengths."""
     p, lp = _healthy(rng, T=60)
-    pad_frame = log_softmax(rng.normal(size=12))
+    pad_frame = log_softmax(rng.normal(size=12) if pad == "random" else np.r_[5.0, np.zeros(11)])
     lp = np.where(p.frame_mask[..., None], lp, pad_frame)
     report = diagnose(lp, **_args(p, input_lengths=np.full(8, 60)))
     assert report.codes[0] == "padded-frames-counted", report
