@@ -68,6 +68,11 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
                 lp = log_softmax(x)
                 with np.errstate(over="ignore"):
                     axis = _wrong_axis(inp, np.exp(x), tol)
+                if axis is None and ((rows >= -tol) & (rows <= 1 + tol)).all():
+                    axis = _wrong_axis(inp, np.clip(x, 0, None), tol)  # softmax, not log
+                    if axis is not None:
+                        axis.message += " They are probabilities, too, not log-probabilities."
+                        axis.fix = "log_softmax(dim=-1), not softmax: " + axis.fix
                 findings.append(axis or _not_normalized_finding(inp, rows, lse, lp))
         else:
             lp = x

@@ -76,6 +76,16 @@ def test_log_softmax_over_the_batch_or_time_axis_is_named_with_that_axis(rng, di
     assert ev[f"sum_over_{name}_min"] == pytest.approx(1) == ev[f"sum_over_{name}_max"]
 
 
+def test_softmax_over_the_batch_passed_as_log_probs_names_the_axis(rng):
+    """softmax(dim=1), not log_softmax, handed over as log_probs: the axis, and that they are
+    probabilities."""
+    p, _ = _healthy(rng, full_length=True)
+    logits = rng.normal(size=(60, 8, 12))
+    report = diagnose(np.exp(logits) / np.exp(logits).sum(1, keepdims=True), **_args(p))
+    assert report.codes[0] == "softmax-axis" and report.findings[0].evidence["axis"] == "batch"
+    assert "probabilities, too" in report.findings[0].message
+
+
 def test_softmax_over_time_of_a_batch_major_array_names_its_dim(rng):
     """softmax(dim=1) of an (N, T, C) array passed with layout='NTC' as probs: time, dim 1."""
     p, _ = _healthy(rng, full_length=True)
