@@ -1,8 +1,10 @@
 """Bad input, one row per kind: each gets one clear error naming what is wrong, never a
 traceback and never a silently wrong answer (docs/bad-input.md lists the kinds)."""
+import io
 import json
 import struct
 import textwrap
+import zipfile
 import zlib
 from dataclasses import asdict
 
@@ -185,6 +187,27 @@ def _files(tmp_path):
                                                                     100000, 100000)}
 
 
+def _npz_claiming(tmp_path, shape):
+    """A 1 kB .npz whose log_probs header claims ``shape`` float64 (written by NumPy)."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
+                                                  "shape": shape})
+    path = tmp_path / "huge.npz"
+    np.savez(path, targets=np.ones((2, 1), int), input_lengths=np.array([4, 4]),
+             target_lengths=np.array([1, 1]))
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("log_probs.npy", header.getvalue() + bytes(64))
+    return path
+
+
+def _npz_of_zeros(tmp_path, nbytes):
+    """A deflated .npz whose log_probs is ``nbytes`` of zeros (a few kB in the file)."""
+    path = tmp_path / "zeros.npz"
+    np.savez_compressed(path, log_probs=np.zeros(nbytes // 8), targets=np.ones((2, 1), int),
+                        input_lengths=np.array([4, 4]), target_lengths=np.array([1, 1]))
+    return path
+
+
 CLI_ROWS = [  # (kind, args from tmp_path and files, fragments the one Error line must hold)
     ("case file: C = 1 with a generator that needs 2",
      lambda t, f: ["cases", "--cases", _case_dir(t, "peaked", "C = 1", "target = []\npath = [0]")],
@@ -218,6 +241,14 @@ CLI_ROWS = [  # (kind, args from tmp_path and files, fragments the one Error lin
     ("baseline: a metric of 0",
      lambda t, f: ["bench", "--grid", t / "text.csv", "--baseline", t / "zero.json",
                    "--fail-on", "time:10%"], ["zero.json row 1", "got 0"]),
+    ("doctor: an .npz header claiming 10**12 elements",
+     lambda t, f: ["doctor", _npz_claiming(t, (10 ** 6, 10 ** 6))],
+     ["huge.npz: log_probs.npy: expected at most 268435456 bytes", "got an array header "
+      "claiming shape (1000000, 1000000) float64 = 8000000000000 bytes"]),
+    ("doctor: a deflated member that inflates past --max-bytes",
+     lambda t, f: ["doctor", "--max-bytes", 10 ** 6, _npz_of_zeros(t, 8 * 10 ** 6)],
+     ["zeros.npz: log_probs.npy: expected at most 1000000 bytes", "got a member that inflates "
+      "to 8000128 bytes"]),
     ("doctor: a plot path that is not a PNG", lambda t, f: ["doctor", "--plot", t / "out.txt", t / "x.npz"],
      ["--plot: expected a PNG path ending in .png, got"]),
     ("predict: a checkpoint with an empty charset",
