@@ -147,13 +147,20 @@ def torch_path(log_probs=None, *, logits=None, probs=None, targets, input_length
     ]
     cudnn = all(c.holds for c in conditions)
     path = "cudnn" if cudnn else "native"
+    differences = list(DIFFERENCES[path])
+    if path == "native" and info.get("deterministic_algorithms"):
+        differences.insert(0, "torch.use_deterministic_algorithms(True) is on here: this batch's "
+                              "backward on CUDA would raise RuntimeError")
+    if path == "cudnn" and info.get("cudnn_deterministic") is False:
+        differences.insert(0, "torch.backends.cudnn.deterministic is False here: torch's docs "
+                              "say cuDNN may then pick a nondeterministic algorithm")
     if cudnn:
         force = ["pass targets as int64 (targets.long()): the native kernel runs, with padded or "
                  "concatenated targets", "or wrap the loss in "
                  "`with torch.backends.cudnn.flags(enabled=False):`"]
     else:
         force = [f"{c.name}: {c.fix}" for c in conditions if not c.holds]
-    return PathReport("cuda", path, conditions, DIFFERENCES[path], force, info)
+    return PathReport("cuda", path, conditions, differences, force, info)
 
 
 def _torch_info() -> dict:
@@ -169,5 +176,7 @@ def _torch_info() -> dict:
             "no CUDA here: the rule applied as a CUDA build of this version applies it")
     return {"version": torch.__version__, "cudnn_enabled": bool(torch.backends.cudnn.enabled),
             "cudnn_available": bool(torch.backends.cudnn.is_available()), "cuda": cuda,
+            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+            "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
             "note": note}
 

@@ -84,3 +84,19 @@ def test_cpu_path_names_the_cpu_kernel_and_refuses_half():
     half = torch_path(**_cudnn_batch(log_probs=_cudnn_batch()["log_probs"].astype(np.float16)),
                       device="cpu")
     assert not half.conditions[0].holds
+
+
+def test_determinism_flags_are_read_and_said():
+    """use_deterministic_algorithms(True) with a native batch: its CUDA backward would raise
+    (torch's docstring lists CTCLoss); cudnn.deterministic False with a cuDNN batch: noted."""
+    assert "torch.nn.CTCLoss" in torch.use_deterministic_algorithms.__doc__
+    native = _cudnn_batch(targets=np.array([1, 2, 3, 4, 5, 1, 2, 3]))
+    torch.use_deterministic_algorithms(True)
+    try:
+        report = torch_path(**native)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert report.path == "native" and "would raise RuntimeError" in report.differences[0]
+    with torch.backends.cudnn.flags(enabled=True, deterministic=False):
+        report = torch_path(**_cudnn_batch())
+    assert report.path == "cudnn" and "nondeterministic algorithm" in report.differences[0]
