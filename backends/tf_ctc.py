@@ -107,9 +107,10 @@ class TFBackend:
     def _inputs(self, problem: CTCProblem, grad_weights) -> tuple:
         """The arguments of ``_loss_and_grad``, as TensorFlow objects."""
         check_dtype(problem, self.name, self.dtypes)
-        refuse_neg_inf(problem, self.name, "TensorFlow gives a gradient to a sample whose target "
-                       "passes through a probability-0 label (the dense path: a NaN loss)")
-        refuse_infeasible(problem, self.name, self._infeasible_behaviour)
+        if self._neg_inf_behaviour is not None:  # None: -inf logits are handled right
+            refuse_neg_inf(problem, self.name, self._neg_inf_behaviour)
+        if self._infeasible_behaviour is not None:  # None: the loss is inf, as it should be
+            refuse_infeasible(problem, self.name, self._infeasible_behaviour)
         if self.tf is None:
             self.prepare()
         tf = self.tf
@@ -122,6 +123,8 @@ class TFBackend:
         return logits, labels, label_length, logit_length, weights, blank
 
     _infeasible_behaviour = "TF's C++ kernel raises 'Not enough time for target transition sequence'"
+    _neg_inf_behaviour = ("TensorFlow gives a gradient to a sample whose target passes through a "
+                          "probability-0 label (the dense path: a NaN loss)")
 
 
 class TFDenseBackend(TFBackend):

@@ -49,6 +49,9 @@ BUILTIN_DECLARED = {
                   "prepare": "method", "takes_grad_weights": True, "takes_exact_shape": True},
     "keras-tf": {"isolated": True, "dtypes": ("float32",), "packages": ("keras", "tensorflow"),
                  "timeout_s": 60.0, "prepare": "method", "takes_grad_weights": True},
+    "tf-seq2seq": {"isolated": True, "dtypes": ("float32",),
+                   "packages": ("tf_seq2seq_losses", "tensorflow"), "timeout_s": 60.0,
+                   "prepare": "method", "takes_grad_weights": True},
     "keras-torch": {"isolated": True, "dtypes": ("float32",), "packages": ("keras", "torch"),
                     "prepare": "method", "takes_grad_weights": True},
 }
