@@ -57,7 +57,7 @@ class KerasJaxBackend(OptaxBackend):
     _library = "keras' JAX ctc_loss (optax's recursion)"
 
     def __init__(self):
-        require(("keras", "jax"), extra="keras", packages="keras and jax are")
+        require(("keras", "jax"), extra="keras,jax", packages="keras and jax are")
         self._fn = None
 
     def prepare(self) -> None:
@@ -87,7 +87,7 @@ class KerasTFBackend(TFDenseBackend):
     dtypes = ("float32",)  # keras' TF backend casts float64 to float32 for tf.nn.ctc_loss
 
     def __init__(self):
-        require(("keras", "tensorflow"), extra="keras", packages="keras and tensorflow-cpu are")
+        require(("keras", "tensorflow"), extra="keras,tf", packages="keras and tensorflow-cpu are")
         self.tf = None
 
     def prepare(self) -> None:

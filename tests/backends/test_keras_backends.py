@@ -98,3 +98,21 @@ def test_keras_imported_with_another_backend_is_refused(monkeypatch):
     monkeypatch.setitem(sys.modules, "keras", fake)
     with pytest.raises(BackendUnavailable, match="already imported here with backend 'jax'"):
         import_keras("torch")
+
+
+def test_missing_framework_gives_the_extras_to_install(monkeypatch):
+    """With keras or its framework hidden, each backend is unavailable with the extras that
+    bring both (keras-torch needs only keras: torch is a dependency)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "keras" else real(name, *a))
+    hints = {}
+    for name in KERAS:
+        with pytest.raises(BackendUnavailable) as err:
+            get_backend(name)
+        hints[name] = err.value.hint
+    assert hints == {"keras-jax": "pip install 'ctcbench[keras,jax]'",
+                     "keras-tf": "pip install 'ctcbench[keras,tf]'",
+                     "keras-torch": "pip install 'ctcbench[keras]'"}
