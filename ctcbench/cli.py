@@ -176,34 +176,18 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
 def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path,
            max_bytes, device):
     """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
-    from ctcbench.doctor.diagnose import diagnose
-    from ctcbench.doctor.explain import explain_perfect_vs_blank
-    from ctcbench.doctor.load import load_inputs
-    from ctcbench.files import check_output_file, to_json
-    for option, value in (("--html", html_path), ("--device", device)):
-        if explain and value:
-            raise click.UsageError(f"{option}: expected a diagnosis, got "
-                                   "--explain-perfect-vs-blank")
+    from ctcbench.doctor.examine import examine
+    from ctcbench.files import check_output_file
+    for option in [o for o, v in (("--html", html_path), ("--device", device)) if v and explain]:
+        raise click.UsageError(f"{option}: expected a diagnosis, got --explain-perfect-vs-blank")
     for option, path, what, suffixes in (("--plot", plot_path, "a PNG", (".png",)),
                                          ("--html", html_path, "an HTML", (".html", ".htm"))):
         if path:
             check_output_file(path, option, what, suffixes)
-    inputs = load_inputs(file, max_bytes=max_bytes)
-    if blank is not None:
-        inputs["blank"] = blank
-    if explain:
-        result = explain_perfect_vs_blank(**inputs, layout=layout)
-    else:
-        result = diagnose(**inputs, layout=layout, reduction=reduction)
-    path = None
-    if device:
-        from ctcbench.doctor.torch_path import torch_path
-        path = torch_path(**{k: v for k, v in inputs.items()}, layout=layout, device=device)
-    if fmt == "json":
-        click.echo(to_json(dict(result.to_dict(), **({"torch_path": path.to_dict()} if path
-                                                      else {})), indent=2))
-    else:
-        click.echo(result.format_table() + (f"\n\n{path.format_table()}" if path else ""))
+    found = examine(file, blank=blank, layout=layout, reduction=reduction, explain=explain,
+                    device=device, max_bytes=max_bytes)
+    result, inputs = found.result, found.inputs
+    click.echo(found.to_json() if fmt == "json" else found.format_table())
     if plot_path:
         from ctcbench.doctor.plot import plot_frames
         click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)

@@ -3,7 +3,6 @@ differences (gradcheck) and against torch.nn.functional.ctc_loss itself."""
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F

@@ -14,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 import pandas as pd
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings

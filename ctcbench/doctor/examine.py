@@ -1,0 +1,49 @@
+"""``examine``: what ``ctcbench doctor FILE`` does, as a library function: the file read, the
+batch diagnosed (or scored under each convention), and which torch path it would take."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctcbench.files import to_json
+
+
+@dataclass
+class Examination:
+    """``result``: the diagnosis (or the perfect-vs-blank explanation); ``inputs``: the arrays
+    read from the file (``load_inputs`` keywords); ``path``: the torch path report or None."""
+
+    result: object
+    inputs: dict
+    path: object = None
+
+    def to_json(self) -> str:
+        extra = {"torch_path": self.path.to_dict()} if self.path is not None else {}
+        return to_json(dict(self.result.to_dict(), **extra), indent=2)
+
+    def format_table(self) -> str:
+        tail = f"\n\n{self.path.format_table()}" if self.path is not None else ""
+        return self.result.format_table() + tail
+
+
+def examine(file, *, blank=None, layout: str = "TNC", reduction: str = "mean",
+            explain: bool = False, device: str | None = None, max_bytes=None) -> Examination:
+    """Read ``file`` (.npz or .pt, refused past ``max_bytes``) and diagnose it; ``explain``
+    scores all-blank and perfect predictions instead; ``device`` also says which torch path
+    the batch takes there. ``blank`` overrides the file's."""
+    from ctcbench.doctor.load import load_inputs
+    if explain and device:
+        raise ValueError("--device: expected a diagnosis, got --explain-perfect-vs-blank")
+    inputs = load_inputs(file, max_bytes=max_bytes)
+    if blank is not None:
+        inputs["blank"] = blank
+    if explain:
+        from ctcbench.doctor.explain import explain_perfect_vs_blank
+        result = explain_perfect_vs_blank(**inputs, layout=layout)
+    else:
+        from ctcbench.doctor.diagnose import diagnose
+        result = diagnose(**inputs, layout=layout, reduction=reduction)
+    path = None
+    if device:
+        from ctcbench.doctor.torch_path import torch_path
+        path = torch_path(**inputs, layout=layout, device=device)
+    return Examination(result, inputs, path)
