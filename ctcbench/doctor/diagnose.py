@@ -15,6 +15,7 @@ blank plateau); ``info`` a convention worth knowing. Only errors make ``Report.o
 """
 from __future__ import annotations
 
+from ctcbench.doctor.atlas_refs import cite_findings
 from ctcbench.doctor.causes import (check_argmax_outputs, check_half_precision,
                                     check_padded_frames, corrections)
 from ctcbench.doctor.findings import Finding, Report, rank
@@ -66,6 +67,7 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
                "layout": f"{other_layout(inp.layout)} (not {inp.layout})" if inp.transposed
                else inp.layout,
                "reduction": inp.reduction}
+    cite_findings(findings)
     return Report(rank(findings), summary)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ctcbench.core.arrays import to_numpy
+from ctcbench.doctor.atlas_refs import CONDITIONS, atlas_ref, cite
 from ctcbench.doctor.inputs import prepare
 
 CUDNN_MAX_TARGET = 255  # documented as <= 256; exactly 256 fails (pytorch#53505, PR#53557)
@@ -47,6 +48,18 @@ DIFFERENCES = {
 }
 
 
+# the atlas entries of the upstream bugs each path's differences cite
+PATH_ATLAS = {
+    "cudnn": ("torch-cudnn-target-length-256", "torch-cudnn-nondeterministic-nan",
+              "torch-cudnn-deterministic-flag-silent", "torch-cudnn-native-gradients-differ",
+              "torch-cudnn-native-input-requirements", "torch-cudnn-illegal-memory-infeasible",
+              "torch-cudnn-v8-cpu-lengths"),
+    "native": ("torch-cuda-nondeterministic", "torch-cuda-gradient-long-targets",
+               "torch-cuda-large-batch-nan-at-blank", "torch-batched-vs-single"),
+    "cpu": (),
+}
+
+
 @dataclass
 class Condition:
     """One condition of the cuDNN rule: what it needs, what the batch has, and the fix."""
@@ -57,6 +70,13 @@ class Condition:
     holds: bool
     fix: str
     source: str = "torch.nn.CTCLoss docs (torch 2.13)"
+    atlas: str | None = None  # the atlas entry of the bug met when it is broken
+
+    def __post_init__(self):
+        if self.atlas is None and CONDITIONS.get(self.name) and atlas_ref(CONDITIONS[self.name]):
+            self.atlas = CONDITIONS[self.name]
+        if self.atlas is not None and not self.holds:
+            self.fix += f" (known upstream: {cite([self.atlas])})"
 
 
 @dataclass
@@ -69,6 +89,11 @@ class PathReport:
     differences: list[str]
     force_other: list[str]
     torch: dict = field(default_factory=dict)
+    atlas: list = field(default_factory=list)  # ids of the atlas entries of this path's bugs
+
+    def __post_init__(self):
+        if not self.atlas:
+            self.atlas = [i for i in PATH_ATLAS.get(self.path, ()) if atlas_ref(i)]
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,6 +109,8 @@ class PathReport:
                          + ("" if c.holds else f"  -> {c.fix}"))
         lines.append(f"  {names[self.path]} is known to:")
         lines += [f"    - {d}" for d in self.differences]
+        if self.atlas:
+            lines.append(f"  its atlas entries (ctcbench atlas): {', '.join(self.atlas)}")
         lines.append("  to take the other path:")
         lines += [f"    - {f}" for f in self.force_other]
         return "\n".join(lines)
