@@ -344,14 +344,25 @@ def predict(checkpoint, images, beam, fmt):
               type=click.Choice(["float64", "float32", "float16", "bfloat16"]),
               help="Draw only this dtype (repeatable); default float64 and float32, as far as "
                    "the backend takes them.")
+@click.option("--executor", default="local", show_default=True, metavar="local|dask-local",
+              help="Where the search runs: here, or a campaign of --jobs searches at once on a "
+                   "Dask LocalCluster of --jobs workers (needs ctcbench[dask]).")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="A campaign on this running Dask scheduler, one search per worker (or "
+                   "--jobs); its workers must share the run folder's filesystem.")
+@click.option("--jobs", type=int, default=None,
+              help="Searches at once, each on its own seed, with --executor dask-local "
+                   "[default: min(2, CPUs)] or --scheduler [default: its workers].")
 @out_options("fuzz", resume_note=" (its stored failures are replayed first)")
 @format_option("table", "json")
-def fuzz(backend_name, against, budget, seed, dtypes, out, resume, fmt):
+def fuzz(backend_name, against, budget, seed, dtypes, executor, scheduler, jobs, out, resume,
+         fmt):
     """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
     from ctcbench.fuzz.run import fuzz as run_fuzz
     from ctcbench.files import to_json
     result = run_fuzz(backend_name, against=against, budget=budget, seed=seed,
-                      dtypes=dtypes or None, out=out, resume=resume)
+                      dtypes=dtypes or None, out=out, resume=resume, executor=executor,
+                      scheduler=scheduler, jobs=jobs)
     finish_run(result)
     found = result.summary
     if fmt == "json":

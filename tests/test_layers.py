@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # docs/layout.md, "Layers": left to right. A part is a module or subpackage of ctcbench.
 LAYERS = (
-    ("errors", "files", "environment", "progress", "formatting", "plotting"),
+    ("errors", "files", "environment", "progress", "formatting", "plotting", "cluster"),
     ("core",),
     ("runtime", "backends"),
     ("caselib", "cases", "torch"),

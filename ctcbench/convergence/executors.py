@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-EXECUTORS = ("local", "dask-local")
-SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # Dask's network protocols
+from ctcbench.cluster import (EXECUTORS, SCHEDULER_SCHEMES, check_executor,  # noqa: F401
+                              check_scheduler, dask_client)
+
 RETRIES = 3  # per run, on top of the scheduler's own rescheduling after a worker dies
 
 
@@ -168,20 +169,7 @@ class DaskExecutor:
 
     def client(self):
         """A connected ``distributed.Client`` and the cluster it started (or ``None``)."""
-        try:
-            from distributed import Client, LocalCluster
-        except ImportError:
-            raise ValueError("executor: expected dask.distributed to be installed, got an "
-                             "ImportError (pip install 'ctcbench[dask]')") from None
-        if self.scheduler is not None:
-            try:
-                return Client(self.scheduler, timeout="10s"), None
-            except (OSError, TimeoutError, ValueError) as exc:  # ValueError: a bad address
-                raise ValueError(f"--scheduler: expected a running Dask scheduler, got "
-                                 f"{self.scheduler!r} ({exc})") from None
-        cluster = LocalCluster(n_workers=self.local_workers, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
-        return Client(cluster), cluster
+        return dask_client(self.scheduler, self.local_workers)
 
     def run(self, tasks: list[RunTask], progress: Callable[[int], None] | None = None,
             finished: Finished | None = None) -> dict:
@@ -207,31 +195,11 @@ class DaskExecutor:
         return collect(tasks)
 
 
-def check_scheduler(address: str) -> None:
-    """ValueError naming ``--scheduler`` unless ``address`` reads as a Dask scheduler's
-    ``[PROTOCOL://]HOST:PORT`` (checked before any work; whether one answers there is seen
-    when the grid connects)."""
-    scheme, sep, rest = address.partition("://")
-    if not sep:
-        scheme, rest = "tcp", address
-    host, _, port = rest.rpartition(":")
-    ok = (scheme in SCHEDULER_SCHEMES and host and port.isdigit()
-          and not any(c.isspace() or c in "/?#@" for c in host))
-    if not ok:
-        raise ValueError(f"--scheduler: expected an address like tcp://HOST:8786 "
-                         f"({'|'.join(SCHEDULER_SCHEMES)}://HOST:PORT), got {address!r}")
-
-
 def make_executor(kind: str = "local", *, scheduler: str | None = None, jobs: int = 1):
     """The executor for ``--executor``/``--scheduler``: a scheduler address means Dask on that
     cluster; ``dask-local`` a LocalCluster of ``jobs`` workers; ``local`` the process pool."""
-    if kind not in EXECUTORS:
-        raise ValueError(f"--executor: expected one of {', '.join(EXECUTORS)}, got {kind!r}")
+    check_executor(kind, scheduler)
     if scheduler is not None:
-        if kind != "local":
-            raise ValueError(f"--scheduler: expected no --executor {kind} with a scheduler "
-                             f"address, got {scheduler!r}")
-        check_scheduler(scheduler)
         return DaskExecutor(scheduler)
     if kind == "dask-local":
         return DaskExecutor(local_workers=jobs)

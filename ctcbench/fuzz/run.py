@@ -10,6 +10,7 @@ failures first. The budget bounds the search; shrinking a found problem takes wh
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,9 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
+from ctcbench.cluster import check_executor
+from ctcbench.errors import expect
+from ctcbench.fuzz.campaign import campaign
 from ctcbench.fuzz.casefile import write_case
 from ctcbench.caselib.judge import problem_tolerance
 from ctcbench.fuzz.judge import judge, problem_of
@@ -51,7 +55,9 @@ def _dtypes(backend, wanted=None) -> tuple[str, ...]:
 
 
 def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, seed: int = 0,
-         dtypes=None, out=None, resume: bool = False, progress: bool = True) -> RunResult:
+         dtypes=None, out=None, resume: bool = False, progress: bool = True,
+         executor: str = "local", scheduler: str | None = None,
+         jobs: int | None = None) -> RunResult:
     """Search for a problem on which ``backend_name`` disagrees with ``against`` (or crashes, hangs
     or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found.
 
@@ -62,11 +68,24 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     existing one, replaying the failures its hypothesis database holds first. Returns a
     ``RunResult`` with one row per search made in the folder; ``summary`` holds this search:
     ``tried``, ``seconds``, ``found`` and, when found, ``what``, ``size``, ``dtype``, ``case_file``.
+
+    ``executor="dask-local"`` (``jobs`` worker processes, default min(2, CPUs)) or a
+    ``scheduler`` address: a campaign of ``jobs`` searches at once (default one per worker of
+    the cluster), each on its own seed, one row each (:mod:`ctcbench.fuzz.campaign`); the
+    summary is the campaign's, with the first find.
     """
     if not (isinstance(budget, (int, float)) and budget > 0):
         raise ValueError(f"budget: expected a positive number of seconds, got {budget!r}")
     if not (isinstance(seed, int) and seed >= 0):
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
+    check_executor(executor, scheduler)
+    expect(jobs is None or (isinstance(jobs, int) and jobs >= 1), "--jobs", ">= 1", jobs)
+    on_dask = scheduler is not None or executor == "dask-local"
+    expect(on_dask or jobs in (None, 1), "--jobs",
+           "1 with --executor local (several searches at once: --executor dask-local or "
+           "--scheduler)", jobs)
+    if executor == "dask-local" and jobs is None:
+        jobs = min(2, os.cpu_count() or 1)
     check_out(KIND, out, resume=resume)
     bad = [d for d in dtypes or () if d not in FUZZ_DTYPES]
     if bad:
@@ -80,16 +99,19 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     with open_run(KIND, out, resume=resume) as run:
         if not resume:
             run.write_meta({"backend": backend_name, "against": against, "dtypes": list(dtypes)})
-        for b in (backend, reference) + ((fast,) if fast is not None else ()):
-            warm_up(b, dtypes)  # imports and compilation are not charged to the budget
-        summary = _search(backend, reference, dtypes, budget=budget, seed=seed,
-                          run_dir=Path(run.run_dir), progress=progress, fast=fast)
-        searches = run.rows()
-        run.log.append({"search": len(searches) + 1, **summary, "seed": seed, "budget_s": budget})
+        kept = len(run.rows())
+        if on_dask:
+            summary = campaign(run, backend_name, against, dtypes, budget=budget, seed=seed,
+                               scheduler=scheduler, jobs=jobs)
+        else:
+            for b in (backend, reference) + ((fast,) if fast is not None else ()):
+                warm_up(b, dtypes)  # imports and compilation are not charged to the budget
+            summary = _search(backend, reference, dtypes, budget=budget, seed=seed,
+                              run_dir=Path(run.run_dir), progress=progress, fast=fast)
+            run.log.append({"search": kept + 1, **summary, "seed": seed, "budget_s": budget})
         rows = pd.DataFrame(run.rows())
     files = [Path(summary["case_file"])] if summary["found"] else []
-    return RunResult(run.run_dir, rows, summary, run.environment, resumed=len(rows) - 1,
-                     files=files)
+    return RunResult(run.run_dir, rows, summary, run.environment, resumed=kept, files=files)
 
 
 def _fast_oracle(backend_name: str, against: str):
@@ -133,10 +155,17 @@ def warm_up(backend, dtypes, *, slow_s: float = 1.0) -> float:
 
 
 def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress,
-            fast=None) -> dict:
+            fast=None, claim=None, stopped=None) -> dict:
     """One hypothesis search into ``run_dir``: what was tried and what was found. Calls of
     hypothesis alternate between the strategies of ``STRATEGIES``, each given an equal share
-    of the time; problems costing more than ``SMALL_WORK`` are judged against ``fast``."""
+    of the time; problems costing more than ``SMALL_WORK`` are judged against ``fast``.
+
+    In a campaign of several searches: ``claim()`` is asked on the first failure whether this
+    search is the one to shrink and write it (False: another search found one first), and
+    ``stopped()`` says that another search has, which ends this one."""
+    def _stopped():
+        return stopped is not None and stopped()
+
     state = {"tried": 0, "failing": None, "largest": {"T": 0, "L": 0, "C": 0, "N": 0}}
     spent = dict.fromkeys(STRATEGIES, 0.0)
     start = time.monotonic()
@@ -145,8 +174,8 @@ def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress
 
     def check(drawn):
         build, dtype = drawn
-        if state["failing"] is None and time.monotonic() > deadline:
-            return  # the budget ran out within a call of hypothesis
+        if state["failing"] is None and (time.monotonic() > deadline or _stopped()):
+            return  # the budget ran out within a call of hypothesis, or another search found
         state["tried"] += 1
         drawn_size = size(build)
         for k, v in state["largest"].items():
@@ -157,6 +186,8 @@ def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress
                  f"{max(0.0, deadline - time.monotonic()):.0f} s left")
         bar.update()
         if what is not None:
+            if state["failing"] is None and claim is not None and not claim():
+                return  # another search of the campaign shrinks its own find
             state["failing"] = (build, dtype, what, oracle.name)
             raise Disagreement(what)
 
@@ -170,7 +201,7 @@ def _search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress
     tests = {kind: test_of(kind) for kind in STRATEGIES}
     db = DirectoryBasedExampleDatabase(str(run_dir / "hypothesis"))
     chunk = 0
-    while time.monotonic() < deadline and state["failing"] is None:
+    while time.monotonic() < deadline and state["failing"] is None and not _stopped():
         kind = min(spent, key=spent.get)  # the strategy that has had the least time
         strategy, examples = STRATEGIES[kind]
         options = settings(database=db, max_examples=examples, deadline=None,

@@ -137,6 +137,15 @@ def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
     return LoadedBackend(name, impl, traits, worker)
 
 
+def backend_spec(name: str) -> str:
+    """``"module:attr"`` from which another process (a worker, a Dask worker) can build the
+    backend ``name`` as it is registered here; a ValueError when it has none."""
+    table = _table()
+    if name not in table:
+        raise _unknown(name, table)
+    return factory_spec(table[name], load_factory(table[name]))
+
+
 class LoadedBackend:
     """A registered backend, built: its ``name``, the adapter object ``impl`` as its factory
     made it in this process, its ``traits`` (:class:`BackendTraits`), and ``worker``, the
