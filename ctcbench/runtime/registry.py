@@ -47,6 +47,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "keras-tf": "ctcbench.backends.keras_ctc:KerasTFBackend",
     "keras-torch": "ctcbench.backends.keras_ctc:KerasTorchBackend",
     "tf-seq2seq": "ctcbench.backends.tf_seq2seq:TFSeq2SeqBackend",
+    "mindspore": "ctcbench.backends.mindspore_ctc:MindSporeBackend",
 }
 
 REFERENCE = "numpy"  # the exact float64 reference: compare, fuzz and the oracles check against it

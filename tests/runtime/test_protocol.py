@@ -54,6 +54,8 @@ BUILTIN_DECLARED = {
                    "prepare": "method", "takes_grad_weights": True},
     "keras-torch": {"isolated": True, "dtypes": ("float32",), "packages": ("keras", "torch"),
                     "prepare": "method", "takes_grad_weights": True},
+    "mindspore": {"isolated": True, "dtypes": F32_64, "packages": ("mindspore",),
+                  "prepare": "method", "takes_grad_weights": True},
 }
 
 
