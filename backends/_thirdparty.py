@@ -7,11 +7,21 @@ message says what the backend would have done instead, so a comparison records i
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
+from ctcbench.runtime.threads import requested
+
+
+def jax_threads() -> None:
+    """Before JAX is imported: its CPU pools use the requested thread count, if any."""
+    n = requested()
+    if n is not None:
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                              f"intra_op_parallelism_threads={n}")
 
 
 def require(modules: tuple[str, ...], *, extra: str, packages: str) -> None:

@@ -30,7 +30,8 @@ from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.protocol import BackendResult, BackendUnavailable, UnsupportedProblem
 from ctcbench.runtime.threads import requested
 
-from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require
+from ._thirdparty import (check_dtype, jax_threads, padded_labels, refuse_infeasible,
+                          refuse_neg_inf, require)
 from .optax_ctc import OptaxBackend
 from .tf_ctc import TFDenseBackend
 
@@ -62,10 +63,7 @@ class KerasJaxBackend(OptaxBackend):
 
     def prepare(self) -> None:
         """Import keras on JAX; build the jitted loss-and-gradient."""
-        n = requested()
-        if n is not None:
-            os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                                  f"intra_op_parallelism_threads={n}")
+        jax_threads()
         import jax
         keras = import_keras("jax")
 

@@ -17,15 +17,13 @@ loss near 1e5 with a non-zero gradient instead of inf; such problems are refused
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.protocol import BackendResult
-from ctcbench.runtime.threads import requested
 
-from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require
+from ._thirdparty import (check_dtype, jax_threads, padded_labels, refuse_infeasible,
+                          refuse_neg_inf, require)
 
 
 class OptaxBackend:
@@ -43,10 +41,7 @@ class OptaxBackend:
 
     def prepare(self) -> None:
         """Import JAX with float64 enabled and build the jitted loss-and-gradient."""
-        n = requested()
-        if n is not None:
-            os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                                  f"intra_op_parallelism_threads={n}")
+        jax_threads()
         import jax
         import optax
         jax.config.update("jax_enable_x64", True)

@@ -94,18 +94,24 @@ def _issue(raw, where: str) -> KnownIssue:
 
 def parse_known_issues(text: str, source: str) -> tuple[KnownIssue, ...]:
     """The issues of a known-issues file's ``text``; errors name ``source`` and the field."""
+    issues = _tables(text, source, "issue")
+    return tuple(_issue(raw, f"{source}: issue[{i}]") for i, raw in enumerate(issues))
+
+
+def _tables(text: str, source: str, key: str) -> list:
+    """The ``[[key]]`` tables of a TOML file's ``text`` that holds ``format`` and them only."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         fail(source, "valid TOML", f"a parse error: {exc}")
-    unknown = sorted(set(data) - {"format", "issue"})
-    expect(not unknown, source, "the keys format and issue", ", ".join(map(repr, unknown)))
+    unknown = sorted(set(data) - {"format", key})
+    expect(not unknown, source, f"the keys format and {key}", ", ".join(map(repr, unknown)))
     expect(data.get("format") in FORMATS, f"{source}: format",
            f"one of {', '.join(map(str, FORMATS))}", repr(data.get("format")))
-    issues = data.get("issue")
-    expect(isinstance(issues, list) and bool(issues), f"{source}: issue",
-           "a list of [[issue]] tables", type(issues).__name__ if issues is not None else "none")
-    return tuple(_issue(raw, f"{source}: issue[{i}]") for i, raw in enumerate(issues))
+    tables = data.get(key)
+    expect(isinstance(tables, list) and bool(tables), f"{source}: {key}",
+           f"a list of [[{key}]] tables", type(tables).__name__ if tables is not None else "none")
+    return tables
 
 
 @functools.cache
@@ -191,17 +197,7 @@ def _entry(raw, where: str) -> AtlasEntry:
 
 def parse_atlas(text: str, source: str) -> tuple[AtlasEntry, ...]:
     """The entries of an atlas file's ``text``; errors name ``source`` and the field."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        fail(source, "valid TOML", f"a parse error: {exc}")
-    unknown = sorted(set(data) - {"format", "entry"})
-    expect(not unknown, source, "the keys format and entry", ", ".join(map(repr, unknown)))
-    expect(data.get("format") in FORMATS, f"{source}: format",
-           f"one of {', '.join(map(str, FORMATS))}", repr(data.get("format")))
-    raws = data.get("entry")
-    expect(isinstance(raws, list) and bool(raws), f"{source}: entry",
-           "a list of [[entry]] tables", type(raws).__name__ if raws is not None else "none")
+    raws = _tables(text, source, "entry")
     entries = tuple(_entry(raw, f"{source}: entry[{i}]") for i, raw in enumerate(raws))
     ids = [e.id for e in entries]
     twice = sorted({i for i in ids if ids.count(i) > 1})
