@@ -21,7 +21,7 @@ import torch
 
 import ctcbench
 from ctcbench.convergence.batches import batch_indices, tensors
-from ctcbench.convergence.config import build
+from ctcbench.convergence.runconfig import build
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.scenarios import SCENARIOS, arm_values

@@ -64,35 +64,3 @@ def restore(state: dict, model, opt, sched) -> tuple[int, float, float]:
         raise ValueError(f"checkpoint: expected a state that fits the run's config, got one "
                          f"whose weights or optimizer state do not ({type(exc).__name__})"
                          ) from None
-
-
-def model_from_checkpoint(path):
-    """``(model in eval mode, TrainConfig)`` of a checkpoint, checked: its config is valid
-    and its weights fit it."""
-    from ctcbench.convergence.config import ConfigError
-    from ctcbench.convergence.models import build_model
-    from ctcbench.convergence.train import TrainConfig  # train imports this module
-    state = load_checkpoint(path)
-    try:
-        cfg = TrainConfig.from_dict(state["config"])
-    except (TypeError, ValueError, AttributeError):
-        raise ValueError(f"checkpoint: expected a config written by `ctcbench convergence`, "
-                         f"got {str(path)!r} (its config has unknown or missing fields)") from None
-    try:  # a charset that cannot name the model's classes would fail at decode time
-        cfg.check()
-    except ConfigError as exc:
-        raise ValueError(f"checkpoint: expected a valid config, got {str(path)!r} "
-                         f"(config {exc})") from None
-    if cfg.model.num_classes != len(cfg.data.charset) + 1:
-        raise ValueError(f"checkpoint: expected model.num_classes = len(data.charset) + 1 = "
-                         f"{len(cfg.data.charset) + 1}, got {cfg.model.num_classes} in "
-                         f"{str(path)!r}")
-    try:
-        model = build_model(cfg.model)
-        model.load_state_dict(state["model"])
-    except (TypeError, ValueError, KeyError, RuntimeError, AttributeError):
-        raise ValueError(f"checkpoint: expected a model and config written by `ctcbench "
-                         f"convergence`, got {str(path)!r} (its weights do not fit its "
-                         f"config)") from None
-    model.eval()
-    return model, cfg

@@ -13,7 +13,14 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from ctcbench.convergence.config import list_problem, settings
+from ctcbench.convergence.config import list_problem
+
+
+def run_settings():
+    """``runconfig.run_settings()``, imported on first use: it brings torch, which
+    ``ctcbench --help`` does without."""
+    from ctcbench.convergence.runconfig import run_settings as every_setting
+    return every_setting()
 
 
 def comma_list(kind):
@@ -48,7 +55,7 @@ def setting_option(s) -> click.Option:
 
 def setting_options() -> list[click.Option]:
     """One option per setting; an error if two settings would share an option."""
-    options = [setting_option(s) for s in settings()]
+    options = [setting_option(s) for s in run_settings()]
     names = [o.name for o in options]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -59,7 +66,7 @@ def setting_options() -> list[click.Option]:
 def config_option() -> click.Option:
     """``--config FILE.toml``; its help lists the keys of each table."""
     tables: dict[str, list[str]] = {}
-    for s in settings():
+    for s in run_settings():
         table, _, key = s.key.rpartition(".")
         tables.setdefault(table, []).append(key)
     keys = "; ".join(f"[{t}] " * bool(t) + ", ".join(k) for t, k in tables.items())
@@ -84,10 +91,10 @@ class SettingsCommand(click.Command):
 
 def command_line_settings(ctx: click.Context) -> dict:
     """``{key: value}`` of the settings given explicitly on the command line."""
-    return {s.key: ctx.params[s.param] for s in settings()
+    return {s.key: ctx.params[s.param] for s in run_settings()
             if ctx.get_parameter_source(s.param) == ParameterSource.COMMANDLINE}
 
 
 def option_names() -> dict[str, str]:
     """Setting key -> option name (``data.seed`` -> ``--data-seed``)."""
-    return {s.key: s.option for s in settings()}
+    return {s.key: s.option for s in run_settings()}

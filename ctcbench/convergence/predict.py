@@ -12,10 +12,42 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ctcbench.convergence.checkpoints import model_from_checkpoint
+from ctcbench.convergence.checkpoints import load_checkpoint
+from ctcbench.convergence.config import ConfigError
 from ctcbench.convergence.data import decode_text, ink_image
 from ctcbench.convergence.decode import MAX_BEAM
 from ctcbench.convergence.evaluation import decode_outputs
+from ctcbench.convergence.models import build_model
+from ctcbench.convergence.train import TrainConfig
+
+
+def model_from_checkpoint(path):
+    """``(model in eval mode, TrainConfig)`` of a checkpoint, checked: its config is valid
+    and its weights fit it."""
+    state = load_checkpoint(path)
+    try:
+        cfg = TrainConfig.from_dict(state["config"])
+    except (TypeError, ValueError, AttributeError):
+        raise ValueError(f"checkpoint: expected a config written by `ctcbench convergence`, "
+                         f"got {str(path)!r} (its config has unknown or missing fields)") from None
+    try:  # a charset that cannot name the model's classes would fail at decode time
+        cfg.check()
+    except ConfigError as exc:
+        raise ValueError(f"checkpoint: expected a valid config, got {str(path)!r} "
+                         f"(config {exc})") from None
+    if cfg.model.num_classes != len(cfg.data.charset) + 1:
+        raise ValueError(f"checkpoint: expected model.num_classes = len(data.charset) + 1 = "
+                         f"{len(cfg.data.charset) + 1}, got {cfg.model.num_classes} in "
+                         f"{str(path)!r}")
+    try:
+        model = build_model(cfg.model)
+        model.load_state_dict(state["model"])
+    except (TypeError, ValueError, KeyError, RuntimeError, AttributeError):
+        raise ValueError(f"checkpoint: expected a model and config written by `ctcbench "
+                         f"convergence`, got {str(path)!r} (its weights do not fit its "
+                         f"config)") from None
+    model.eval()
+    return model, cfg
 
 
 def grayscale(img):

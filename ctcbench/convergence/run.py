@@ -53,7 +53,7 @@ def convergence(settings: dict, *, scenario: str | None = None, out=None, resume
     files there (``""``: into the run folder); ``echo``: where progress lines go (stderr).
     Returns the grid's ``RunResult``, or a :class:`ScenarioResult` for the scenario folder.
     """
-    from ctcbench.convergence.config import load_toml
+    from ctcbench.convergence.runconfig import load_toml
     from ctcbench.convergence.executors import make_executor
     from_file = load_toml(config_file) if config_file else {}
     values = {**from_file, **settings}
@@ -70,7 +70,7 @@ def convergence(settings: dict, *, scenario: str | None = None, out=None, resume
         return exc
 
     def check_values(values: dict):
-        from ctcbench.convergence.config import build, check_run
+        from ctcbench.convergence.runconfig import build, check_run
         base, grid = build(values)
         try:
             check_run(base, grid)
@@ -79,7 +79,8 @@ def convergence(settings: dict, *, scenario: str | None = None, out=None, resume
         return base, grid
 
     def run_values(values: dict, folder, resume_it: bool, events_dir) -> RunResult:
-        from ctcbench.convergence.config import build, config_conflicts, stored_config
+        from ctcbench.convergence.config import stored_config
+        from ctcbench.convergence.runconfig import build, config_conflicts
         from ctcbench.convergence.grid import run_grid
         stored = stored_config(folder) if resume_it else None
         if stored is not None:  # the stored config is used: what was given must agree with it

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from ctcbench.convergence.checkpoints import (checkpoint_step, load_checkpoint,
-                                              model_from_checkpoint, restore)
+from ctcbench.convergence.checkpoints import checkpoint_step, load_checkpoint, restore
 from ctcbench.convergence.models import build_model
 from ctcbench.convergence.optimizers import make_optimizer
+from ctcbench.convergence.predict import model_from_checkpoint
 from ctcbench.convergence.train import train_run
 from conftest import tiny_train_config
 

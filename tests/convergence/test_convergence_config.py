@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.convergence.config import ConfigError, config_conflicts, load_toml
+from ctcbench.convergence.config import ConfigError
+from ctcbench.convergence.runconfig import config_conflicts, load_toml
 from ctcbench.convergence.data import DataConfig
 from ctcbench.convergence.models import ModelConfig
 from ctcbench.convergence.train import TrainConfig

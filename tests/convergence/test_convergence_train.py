@@ -4,7 +4,8 @@ import json
 import pytest
 import torch
 
-from ctcbench.convergence.checkpoints import load_checkpoint, model_from_checkpoint
+from ctcbench.convergence.checkpoints import load_checkpoint
+from ctcbench.convergence.predict import model_from_checkpoint
 from ctcbench.convergence.train import TrainConfig, train_run
 from ctcbench.runs.store import RowLog
 from conftest import LEARN_STEPS, tiny_train_config

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.convergence.config import build
+from ctcbench.convergence.runconfig import build
 from ctcbench.convergence.executors import DaskExecutor, LocalPool, check_scheduler, make_executor
 from ctcbench.convergence.grid import run_grid
 from ctcbench.runs.store import RowLog

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.convergence.config import build
+from ctcbench.convergence.runconfig import build
 from ctcbench.convergence.scenarios import (SCENARIOS, arm_values, finding_counts,
                                             scenario_tables)
 
