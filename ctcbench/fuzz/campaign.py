@@ -68,14 +68,14 @@ def _claim(task: SearchTask) -> bool:
 
 def run_search(task: SearchTask) -> dict:
     """One search of a campaign, in whatever process runs it: its summary row."""
-    from ctcbench.fuzz.run import _fast_oracle, _search, warm_up
+    from ctcbench.fuzz.search import fast_oracle, search, warm_up
     from ctcbench.runs.store import RowLog
     from ctcbench.runtime.registry import backend_names, get_backend, register_backend
     for name, spec in task.specs.items():
         if name not in backend_names():  # registered in the client only (not an entry point)
             register_backend(name, spec)
     backend, reference = get_backend(task.backend), get_backend(task.against)
-    fast = _fast_oracle(task.backend, task.against)
+    fast = fast_oracle(task.backend, task.against)
     loaded = (backend, reference) + ((fast,) if fast is not None else ())
     try:
         for b in loaded:
@@ -87,7 +87,7 @@ def run_search(task: SearchTask) -> dict:
         budget = task.budget
         if earlier and _claimed_by(task) != task.worker:  # the claimer may shrink again
             budget = max(0.0, task.budget - (time.time() - earlier[0]["started"]))
-        summary = _search(backend, reference, task.dtypes, budget=budget, seed=task.seed,
+        summary = search(backend, reference, task.dtypes, budget=budget, seed=task.seed,
                           run_dir=task.run_dir, progress=False, fast=fast,
                           claim=lambda: _claim(task),
                           stopped=lambda: _claimed_by(task) not in (None, task.worker))
