@@ -89,6 +89,15 @@ def test_no_two_parts_import_each_other():
     assert not both
 
 
+def test_no_two_modules_import_each_other():
+    """Within a part too: a module imported by another imports nothing of it (not even inside
+    a function, the usual way such a cycle hides)."""
+    edges = {module: {m for m in imports(path) if m in MODULES and m != module}
+             for module, path in MODULES.items()}
+    both = sorted((a, b) for a in edges for b in edges[a] if a < b and a in edges.get(b, ()))
+    assert not both, both
+
+
 def test_drivers_and_report_do_not_import_each_other():
     edges = graph()
     wrong = [(a, b) for a in DRIVERS for b in ("report",) if b in edges.get(a, ())]
