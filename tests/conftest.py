@@ -1,6 +1,9 @@
 """Shared fixtures: random CTC problems of any shape, with controllable blank and padding."""
 from __future__ import annotations
 
+import contextlib
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -225,3 +228,41 @@ T = 2
 [case.expect]
 oracle = "{oracle}"
 """
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Backends (and the workers they start) in the module use one thread each."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CTCBENCH_THREADS", "1")
+    yield
+    mp.undo()
+
+
+@contextlib.contextmanager
+def running_backend(name: str):
+    """The backend ``name`` on one thread, closed afterwards; the test skips, saying why, when
+    it cannot run here."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CTCBENCH_THREADS", "1")
+    try:
+        loaded = ctcbench.get_backend(name)
+    except ctcbench.BackendUnavailable as exc:
+        mp.undo()
+        pytest.skip(f"needs backend {name}: {exc}")
+    try:
+        yield loaded
+    finally:
+        loaded.close()
+        mp.undo()
+
+
+def plugin_distribution(folder, name: str, module: str, source: str, attr: str) -> None:
+    """A tiny installed distribution in ``folder`` (put it on ``sys.path``): ``module.py``
+    holding ``source``, and a dist-info whose entry point registers ``module:attr`` as the
+    backend ``name``."""
+    (folder / f"{module}.py").write_text(textwrap.dedent(source))
+    info = folder / f"{module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[ctcbench.backends]\n{name} = {module}:{attr}\n")

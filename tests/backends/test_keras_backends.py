@@ -16,13 +16,7 @@ from ctcbench.core import oracles
 KERAS = ("keras-jax", "keras-tf", "keras-torch")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Workers started by this module use one thread each."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CTCBENCH_THREADS", "1")
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("one_thread")  # workers on one thread each
 
 
 @pytest.fixture(scope="module")

@@ -9,19 +9,13 @@ import pytest
 from ctcbench import BackendUnavailable, CTCProblem, UnsupportedProblem, get_backend
 from ctcbench.core import oracles
 
+from conftest import running_backend
+
 
 @pytest.fixture(scope="module")
 def backend():
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CTCBENCH_THREADS", "1")
-    try:
-        loaded = get_backend("mindspore")
-    except BackendUnavailable as exc:
-        mp.undo()
-        pytest.skip(f"needs backend mindspore: {exc}")
-    yield loaded
-    loaded.close()
-    mp.undo()
+    with running_backend("mindspore") as loaded:
+        yield loaded
 
 
 @pytest.mark.parametrize("dtype, rel, atol", [("float32", 2e-5, 5e-5), ("float64", 1e-12, 1e-12)])

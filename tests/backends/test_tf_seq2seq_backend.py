@@ -10,22 +10,16 @@ import sys
 import numpy as np
 import pytest
 
-from ctcbench import BackendUnavailable, CTCProblem, get_backend
+from ctcbench import CTCProblem, get_backend
 from ctcbench.core import oracles
+
+from conftest import running_backend
 
 
 @pytest.fixture(scope="module")
 def backend():
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CTCBENCH_THREADS", "1")
-    try:
-        loaded = get_backend("tf-seq2seq")
-    except BackendUnavailable as exc:
-        mp.undo()
-        pytest.skip(f"needs backend tf-seq2seq: {exc}")
-    yield loaded
-    loaded.close()
-    mp.undo()
+    with running_backend("tf-seq2seq") as loaded:
+        yield loaded
 
 
 def test_matches_brute_force_with_infeasible_and_masked_classes(rng, backend):

@@ -29,13 +29,7 @@ TOL = {("tf", "float64"): (1e-6, 1e-6)}
 DEFAULT_TOL = {"float32": (2e-5, 5e-5), "float64": (1e-10, 1e-10)}  # (loss rel, grad abs)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Workers started by this module use one thread each."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CTCBENCH_THREADS", "1")
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("one_thread")  # workers on one thread each
 
 
 def backend_or_skip(name: str):

@@ -6,13 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from conftest import WRONG_BACKENDS_SOURCE
+from conftest import WRONG_BACKENDS_SOURCE, plugin_distribution
 
 
 def test_numpy_fuzzes_clean(tmp_path):
@@ -27,19 +26,11 @@ def test_numpy_fuzzes_clean(tmp_path):
     assert tried > 0
 
 
-def _dist(folder, name: str, module: str, source: str, attr: str):
-    """A tiny installed distribution: a module plus a dist-info with the entry point."""
-    (folder / f"{module}.py").write_text(textwrap.dedent(source))
-    info = folder / f"{module}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[ctcbench.backends]\n{name} = {module}:{attr}\n")
-
-
 def test_cli_through_entry_point_replays_failures_first(tmp_path):
     """A plugin installed through the entry point: exit 1 with the case file named; a rerun on the
     same folder replays the stored failure first, so it finds it again after fewer problems."""
-    _dist(tmp_path, "wrong-lengths", "wrongfuzz", WRONG_BACKENDS_SOURCE, "IgnoresInputLengths")
+    plugin_distribution(tmp_path, "wrong-lengths", "wrongfuzz", WRONG_BACKENDS_SOURCE,
+                        "IgnoresInputLengths")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", "from ctcbench.cli import main; main()", "fuzz",
            "--backend", "wrong-lengths", "--budget", "30", "--seed", "3", "--format", "json",

@@ -19,7 +19,7 @@ from ctcbench.cli import cli
 from ctcbench.compare.checks import prepare
 from ctcbench.compare.run import compare
 
-from conftest import WRONG_BACKENDS_SOURCE
+from conftest import WRONG_BACKENDS_SOURCE, plugin_distribution
 
 
 @pytest.fixture(scope="module")
@@ -78,19 +78,11 @@ def test_run_folder_has_rows_and_environment(full_run):
     assert "torch" in meta["config"]["backend_versions"]["torch"]
 
 
-def _dist(tmp_path, name: str, module: str, source: str, attr: str):
-    """A tiny installed distribution: a module plus a dist-info with the entry point."""
-    (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
-    info = tmp_path / f"{module}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[ctcbench.backends]\n{name} = {module}:{attr}\n")
-
-
 def test_wrong_plugin_through_entry_point_fails_the_gate(tmp_path):
     """A plugin installed via entry point that merges repeats makes compare exit 1, naming
     exactly the cases whose targets have adjacent repeats."""
-    _dist(tmp_path, "merges-repeats", "wrongctc", WRONG_BACKENDS_SOURCE, "MergesRepeats")
+    plugin_distribution(tmp_path, "merges-repeats", "wrongctc", WRONG_BACKENDS_SOURCE,
+                        "MergesRepeats")
     globs = ["tf_basic", "warpctc_small", "toy_alpha_beta", "*perfect_vs_blank",
              "single_alignment_*", "empty_target", "infeasible_target", "ragged_batch"]
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}

@@ -18,6 +18,8 @@ from ctcbench.bench.kind import KIND as BENCH
 from ctcbench.compare.kind import KIND as COMPARE
 from ctcbench.runs.store import RowLog, open_run
 
+from conftest import plugin_distribution
+
 CLI = [str(Path(sys.executable).with_name("ctcbench"))]  # the installed console script
 SMALL = ["--backend", "numpy", "--backend", "torch", "--case", "alignment/*", "--case",
          "published/*", "--case", "blank_vs_perfect/*"]  # 13 cases, a few seconds
@@ -27,15 +29,16 @@ TINY_CONVERGENCE = ["--train-size", "48", "--test-size", "8", "--min-len", "1", 
                     "--jobs", "1"]
 
 
-def start(*args, cwd=None) -> subprocess.Popen:
+def start(*args, cwd=None, env=None) -> subprocess.Popen:
     """The real CLI in its own process group (so a kill reaches any worker it started)."""
     return subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, cwd=cwd)
+                            text=True, start_new_session=True, cwd=cwd, env=env)
 
 
-def run(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:
+def run(*args, cwd=None, env=None, timeout=300) -> subprocess.CompletedProcess:
     """The real CLI in a process of its own, to the end."""
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=env)
 
 
 def invoke(*args):
@@ -233,15 +236,30 @@ def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
 
 
 # -- killed mid-run and resumed ----------------------------------------------------------------
+SLOW_NUMPY = """
+import time
+from ctcbench.backends.numpy_ref import NumpyBackend
+
+class SlowNumpy(NumpyBackend):
+    def run(self, problem, **kwargs):
+        time.sleep(0.2)  # so that a kill after a few rows lands mid-run, however fast the machine
+        return super().run(problem, **kwargs)
+"""
+
+
 def test_compare_killed_mid_run_resumes_to_one_row_per_key(tmp_path):
     """compare is SIGKILLed after a few rows; --resume ends with every row exactly once."""
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    plugin_distribution(plugin, "slow-numpy", "slownumpy", SLOW_NUMPY, "SlowNumpy")
+    env = {**os.environ, "PYTHONPATH": str(plugin)}
     out = tmp_path / "run"
-    args = ["compare", "--no-plot", *SMALL, "--out", str(out)]
-    proc = start(*args)
+    args = ["compare", "--no-plot", *SMALL, "--backend", "slow-numpy", "--out", str(out)]
+    proc = start(*args, env=env)
     wait_for(lambda: len(lines(out / "rows.jsonl")) >= 4, what="four rows")
     kill(proc)
     done = len(lines(out / "rows.jsonl"))
-    again = run(*args, "--resume", "--format", "json", timeout=600)
+    again = run(*args, "--resume", "--format", "json", env=env, timeout=600)
     assert again.returncode == 0, again.stderr
     rows = json.loads(again.stdout)["rows"]
     got = keys(out / "rows.jsonl", ("backend", "case", "dtype", "device"))
