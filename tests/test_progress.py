@@ -2,8 +2,8 @@
 every long command showing its progress that way."""
 import io
 import os
-import select
 import re
+import select
 import time
 
 import numpy as np
