@@ -116,7 +116,9 @@ class Backend(Protocol):
 
     # Optional, not protocol members: ``run_reduced(problem, *, reduction, zero_infinity)``,
     # the backend's own reduction (see BackendTraits.runs_reduced); ``kernel(problem)``, what
-    # `bench` times (see BackendTraits.has_kernel and kernel_call).
+    # `bench` times (see BackendTraits.has_kernel and kernel_call); ``raw_ctc(logits,
+    # targets, input_lengths, target_lengths, *, blank)``, the framework's own call on arrays
+    # no CTCProblem has checked (see BackendTraits.has_raw_ctc and call_raw).
 
 
 def run_takes(backend, keyword: str) -> bool:
@@ -262,6 +264,20 @@ class BackendTraits:
     # as the kernel time; the adapter's conversions in and out of ``run`` are timed apart.
     # Read off the backend (a method of that name), never declared
     has_kernel: bool = False
+    # the backend has ``raw_ctc(logits, targets, input_lengths, target_lengths, *, blank)``:
+    # the framework's own CTC loss called on NumPy arrays exactly as given, with no CTCProblem
+    # (which would refuse malformed input first) and no checks or clamping of the adapter's
+    # own: logits (T, N, C) float32 unnormalised scores (NaN/inf allowed, T or N may be 0),
+    # targets (N, S) int64 padded, input_lengths and target_lengths (N,) int64, any values
+    # (negative, > T, > S, labels >= C or == blank). It applies the log_softmax the adapter
+    # normally applies, asks for per-sample losses (no reduction) and returns
+    # ``(loss, grad_logits)`` as NumPy arrays of whatever shape the framework gave
+    # (``grad_logits`` None where no gradient comes cheaply); it raises whatever the framework
+    # raises, and UnsupportedProblem with a reason where the framework's API cannot express
+    # the input at all (optax takes padding masks, so no negative length). What it is for:
+    # robustness probes, run through the worker (``call_raw``), where a crash costs only the
+    # worker. Read off the backend (a method of that name), never declared
+    has_raw_ctc: bool = False
 
     @classmethod
     def of(cls, backend) -> "BackendTraits":
@@ -270,7 +286,8 @@ class BackendTraits:
         values = {"takes_grad_weights": run_takes(backend, "grad_weights"),
                   "runs_reduced": callable(getattr(backend, "run_reduced", None)),
                   "takes_exact_shape": run_takes(backend, "exact_shape"),
-                  "has_kernel": callable(getattr(backend, "kernel", None))}
+                  "has_kernel": callable(getattr(backend, "kernel", None)),
+                  "has_raw_ctc": callable(getattr(backend, "raw_ctc", None))}
         for f in fields(cls):
             if f.name not in _CHECKS or not hasattr(backend, f.name):
                 continue
@@ -320,3 +337,56 @@ def grad_weights_array(grad_weights, n: int) -> np.ndarray:
     if not np.isfinite(w).all():  # NaN or inf would poison every gradient it scales
         raise ValueError(f"{expected.replace('real', 'finite real')}, got {w.tolist()}")
     return w
+
+
+# -- the framework's own call on unchecked input -------------------------------------------------
+@dataclass
+class RawOutcome:
+    """What a backend's ``raw_ctc`` did on one input (:func:`call_raw`).
+
+    ``outcome`` is ``"returned"`` (``loss`` float64, ``grad_logits`` float64 or None, in the
+    shapes the framework gave) or ``"raised"`` (``error_type``, the exception's class name,
+    qualified with its module unless a builtin, and ``message``, its text cut at 2000
+    characters). A crash or a hang is not an outcome here: through the worker they raise
+    BackendCrashed and BackendTimeout, and an UnsupportedProblem (the API cannot express the
+    input) is raised as itself.
+    """
+
+    outcome: str  # "returned" | "raised"
+    loss: np.ndarray | None = None
+    grad_logits: np.ndarray | None = None
+    error_type: str | None = None
+    message: str | None = None
+
+
+def exception_name(exc: BaseException) -> str:
+    """``exc``'s class name, with its module unless it is a builtin
+    (``"ValueError"``, ``"torch.OutOfMemoryError"``)."""
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def call_raw(backend, logits, targets, input_lengths, target_lengths, *, blank: int,
+             name: str | None = None) -> RawOutcome:
+    """Call ``backend.raw_ctc`` on the arrays as given and classify what it did: a return
+    value is ``"returned"``, an exception ``"raised"``; ``UnsupportedProblem`` is raised as
+    itself, and so it is, naming the backend (``name``, default its ``name`` attribute or
+    class), when the backend has no ``raw_ctc``. Used in-process and inside the worker alike,
+    so both classify the same way. A return value that is not a ``(loss, grad_logits)`` pair
+    is the adapter's bug, a TypeError, not an outcome."""
+    name = name or getattr(backend, "name", None) or type(backend).__name__
+    hook = getattr(backend, "raw_ctc", None)
+    if not callable(hook):
+        raise UnsupportedProblem(f"{name} has no raw_ctc hook")
+    try:
+        returned = hook(logits, targets, input_lengths, target_lengths, blank=blank)
+    except UnsupportedProblem:
+        raise
+    except Exception as exc:
+        return RawOutcome("raised", error_type=exception_name(exc), message=str(exc)[:2000])
+    if not isinstance(returned, tuple) or len(returned) != 2:
+        raise TypeError(f"{name}.raw_ctc: expected a (loss, grad_logits) pair, got "
+                        f"{type(returned).__name__}")
+    loss, grad = returned
+    return RawOutcome("returned", loss=np.asarray(loss, dtype=np.float64),
+                      grad_logits=None if grad is None else np.asarray(grad, dtype=np.float64))

@@ -22,8 +22,10 @@ from ctcbench.runtime.protocol import (
     BackendResult,
     BackendTraits,
     BackendUnavailable,
+    RawOutcome,
     UnsupportedProblem,
     as_result,
+    call_raw,
     grad_weights_array,
 )
 
@@ -186,6 +188,21 @@ class LoadedBackend:
         if not self.traits.takes_grad_weights:
             raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
         return as_result(runner.run(problem, grad_weights=weights), problem)
+
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank: int = 0,
+                timeout_s: float | None = None) -> RawOutcome:
+        """The framework's own CTC call on the arrays exactly as given (see
+        ``BackendTraits.has_raw_ctc``), classified as a :class:`RawOutcome`; UnsupportedProblem
+        where the backend has no ``raw_ctc`` or its API cannot express the input. Through the
+        worker when isolated (a crash raises BackendCrashed, a hang past ``timeout_s``,
+        default the trait, BackendTimeout); in this process otherwise, where a crash takes the
+        process and ``timeout_s`` is not enforced: malformed input belongs in a worker
+        (``get_backend(name, isolated=True)``)."""
+        if self.worker is not None:
+            return self.worker.raw_ctc(logits, targets, input_lengths, target_lengths,
+                                       blank=blank, timeout_s=timeout_s)
+        return call_raw(self.impl, logits, targets, input_lengths, target_lengths,
+                        blank=int(blank), name=self.name)
 
     def close(self) -> None:
         """Stop the worker process, if any (a later ``run`` starts a new one)."""

@@ -10,7 +10,7 @@ does not answer within ``timeout_s`` is killed and raises
 Exceptions the backend raises come back as themselves or as :class:`WorkerError`.
 
 The protocol (``python -m ctcbench.runtime.worker SPEC NAME``, length-prefixed JSON headers and
-``.npz`` arrays over pipes, no pickle; requests ``run`` and ``bench``) is described in
+``.npz`` arrays over pipes, no pickle; requests ``run``, ``bench`` and ``raw``) is described in
 docs/backends-and-plugins.md. This module imports no registry: the worker rebuilds its
 backend from ``SPEC`` with :func:`ctcbench.runtime.factory.load_factory`.
 """
@@ -37,7 +37,9 @@ from ctcbench.runtime.protocol import (
     BackendTimeout,
     BackendTraits,
     BackendUnavailable,
+    RawOutcome,
     UnsupportedProblem,
+    call_raw,
     kernel_call,
 )
 from ctcbench.runtime.threads import requested, worker_env
@@ -138,6 +140,9 @@ def _serve(spec: str, name: str) -> int:
         header = json.loads(_read_exact_blocking(proto_in, struct.unpack(">I", raw)[0]))
         (size,) = struct.unpack(">Q", _read_exact_blocking(proto_in, 8))
         arrays = _unpack_arrays(_read_exact_blocking(proto_in, size) if size else b"")
+        if header["op"] == "raw":  # the arrays as sent, no CTCProblem: see _serve_raw
+            send(*_serve_raw(impl, name, header, arrays))
+            continue
         try:
             problem = _problem_from(header, arrays) if "logits" in arrays else stored
             kwargs = {"grad_weights": arrays["grad_weights"]} if "grad_weights" in arrays else {}
@@ -163,6 +168,22 @@ def _serve(spec: str, name: str) -> int:
               "run_s": run_s}, {"loss": result.loss, "grad_logits": result.grad_logits})
 
 
+def _serve_raw(impl, name: str, header: dict, arrays: dict) -> tuple[dict, dict | None]:
+    """The reply to a ``raw`` request: ``impl.raw_ctc`` on the arrays exactly as sent."""
+    try:
+        out = call_raw(impl, arrays["logits"], arrays["targets"], arrays["input_lengths"],
+                       arrays["target_lengths"], blank=header["blank"], name=name)
+    except Exception as exc:  # UnsupportedProblem, or the adapter broke the hook's contract
+        return _error_header(exc), None
+    if out.outcome == "raised":
+        return {"ok": True, "outcome": "raised", "type": out.error_type,
+                "message": out.message}, None
+    returned = {"loss": out.loss}
+    if out.grad_logits is not None:
+        returned["grad_logits"] = out.grad_logits
+    return {"ok": True, "outcome": "returned"}, returned
+
+
 def _problem_from(header: dict, arrays: dict):
     from ctcbench.core.problem import CTCProblem
 
@@ -175,6 +196,13 @@ def _problem_from(header: dict, arrays: dict):
 
 
 # -- the parent side --------------------------------------------------------------------------
+def _seconds_or_fail(timeout_s) -> None:
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+            or not 0 < timeout_s < float("inf"):
+        raise ValueError(f"timeout_s: expected a positive finite number of seconds, "
+                         f"got {timeout_s!r}")
+
+
 class _Timeout(Exception):
     pass
 
@@ -330,9 +358,10 @@ class IsolatedBackend:
             worker = _workers[key] = _Worker(self.spec, self.name, self.traits.startup_timeout_s)
         return worker
 
-    def _request(self, header: dict, arrays: dict | None, calls: int = 1) -> tuple[dict, dict]:
+    def _request(self, header: dict, arrays: dict | None, calls: int = 1,
+                 timeout_s: float | None = None) -> tuple[dict, dict]:
         """Send one request of ``calls`` calls, return the reply; failures raised as for
-        ``run`` (the timeout is ``timeout_s`` per call)."""
+        ``run`` (the timeout is ``timeout_s``, default the trait, per call)."""
         key = (self.spec, self.name)
         try:
             worker = self._worker()
@@ -341,7 +370,8 @@ class IsolatedBackend:
             raise
         try:
             worker.send(_pack(header, arrays))
-            reply, out = worker.receive(self.traits.timeout_s * calls)
+            per_call = self.traits.timeout_s if timeout_s is None else timeout_s
+            reply, out = worker.receive(per_call * calls)
         except _Died:
             _workers.pop(key, None)
             raise worker.crashed() from None
@@ -385,6 +415,26 @@ class IsolatedBackend:
         calls = warmup + (number is None) + repeat * (number or 1)
         reply, _ = self._request(header, arrays, calls=max(calls, 1))
         return CallTimes(reply["first_call_s"], reply["number"], list(reply["times_s"]))
+
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank: int = 0,
+                timeout_s: float | None = None) -> RawOutcome:
+        """The backend's ``raw_ctc`` in the worker, on the arrays exactly as given (no
+        CTCProblem is built: they may be malformed on purpose). Returns a
+        :class:`~ctcbench.runtime.protocol.RawOutcome`, ``"returned"`` or ``"raised"``; a
+        worker that dies raises BackendCrashed (``.signal``), one that does not answer within
+        ``timeout_s`` (default the backend's trait) BackendTimeout, and the next request
+        starts a fresh worker; UnsupportedProblem where the backend has no ``raw_ctc`` or its
+        framework cannot express the input."""
+        arrays = {"logits": np.asarray(logits), "targets": np.asarray(targets),
+                  "input_lengths": np.asarray(input_lengths),
+                  "target_lengths": np.asarray(target_lengths)}
+        if timeout_s is not None:
+            _seconds_or_fail(timeout_s)
+        reply, out = self._request({"op": "raw", "blank": int(blank)}, arrays,
+                                   timeout_s=timeout_s)
+        if reply["outcome"] == "raised":
+            return RawOutcome("raised", error_type=reply["type"], message=reply["message"])
+        return RawOutcome("returned", loss=out["loss"], grad_logits=out.get("grad_logits"))
 
     def close(self) -> None:
         worker = _workers.pop((self.spec, self.name), None)
