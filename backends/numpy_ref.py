@@ -58,6 +58,12 @@ class NumpyBackend:
             grad *= grad_weights_array(grad_weights, grad.shape[1])[None, :, None]
         return NumpyResult(fb.loss, grad, fb)
 
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """This backend's own entry point is ctcbench's: a CTCProblem of the arrays (which
+        raises ValueError for malformed input), then ``run``."""
+        result = self.run(CTCProblem(logits, targets, input_lengths, target_lengths, blank=blank))
+        return result.loss, result.grad_logits
+
 
 @dataclass
 class NumpyResult:

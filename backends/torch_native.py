@@ -129,6 +129,20 @@ class TorchBackend:
         return BackendResult(np.atleast_1d(loss.detach().double().cpu().numpy()),
                              grad.double().cpu().numpy(), compute_dtype=problem.dtype)
 
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """``F.ctc_loss(logits.log_softmax(-1), targets, input_lengths, target_lengths,
+        blank=blank, reduction="none")`` on the arrays as given (padded targets, the
+        arrays' own dtypes, no checks), and the gradient of ``loss.sum()`` w.r.t. the logits;
+        whatever torch raises is raised."""
+        torch = self.torch
+        x = torch.from_numpy(np.array(logits)).to(self.device).requires_grad_()  # (T, N, C)
+        inputs = tuple(torch.from_numpy(np.array(a)).to(self.device)
+                       for a in (targets, input_lengths, target_lengths))
+        loss = self._ctc(x.log_softmax(-1), inputs, blank, zero_infinity=False)  # (N,)
+        loss.sum().backward()
+        return (loss.detach().cpu().numpy(),
+                None if x.grad is None else x.grad.cpu().numpy())
+
 
 class TorchCudaBackend(TorchBackend):
     """torch's native CUDA kernel (cuDNN disabled so the native kernel is what runs)."""
@@ -180,6 +194,30 @@ class TorchCudnnBackend(TorchCudaBackend):
     def _ctc(self, log_probs, inputs, blank, zero_infinity):
         with self.torch.backends.cudnn.flags(enabled=True):
             return TorchBackend._ctc(self, log_probs, inputs, blank, zero_infinity)
+
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """As ``torch``'s, in the form cuDNN's path takes: targets concatenated (each row's
+        first ``target_lengths[n]`` labels) as int32 on the CPU, lengths as lists, cuDNN
+        enabled; torch may still pick its native kernel (which one ran is not checked). A
+        target length that is negative or longer than the padded row cannot be written as
+        concatenated targets: UnsupportedProblem."""
+        targets, target_lengths = np.asarray(targets), np.asarray(target_lengths)
+        bad = np.flatnonzero((target_lengths < 0) | (target_lengths > targets.shape[1]))
+        if len(bad):
+            raise UnsupportedProblem(
+                f"{self.name}: cuDNN's path takes concatenated targets, which cannot express "
+                f"a target length < 0 or > the padded width {targets.shape[1]} (samples "
+                f"{bad[:5].tolist()})")
+        torch = self.torch
+        flat = np.concatenate([targets[n, :k] for n, k in enumerate(target_lengths)]
+                              + [np.zeros(0, targets.dtype)]).astype(np.int32)
+        x = torch.from_numpy(np.array(logits)).to(self.device).requires_grad_()  # (T, N, C)
+        inputs = (torch.from_numpy(flat), np.asarray(input_lengths).tolist(),
+                  target_lengths.tolist())
+        loss = self._ctc(x.log_softmax(-1), inputs, blank, zero_infinity=False)  # (N,)
+        loss.sum().backward()
+        return (loss.detach().cpu().numpy(),
+                None if x.grad is None else x.grad.cpu().numpy())
 
     def _verify(self, loss) -> None:
         kernel = type(loss.grad_fn).__name__
