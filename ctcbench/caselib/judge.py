@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctcbench.core.invariants import broken_invariants, broken_loss_invariants
+
 
 @dataclass(frozen=True)
 class Tolerance:
@@ -135,3 +137,32 @@ def run_to_run(first, second, tol: float | None = None) -> str | None:
             return (f"deterministic: a second call gave another {name} "
                     f"(max diff {worst_diff:.3g}{within})")
     return None
+
+
+LARGEST = {"float16": 65504.0}  # the largest finite number of a result dtype, where it bites
+
+
+def wrong(problem, got, want, against: str) -> str | None:
+    """What is wrong with the result ``got`` (``.loss (N,)``, ``.grad_logits (T, N, C)``) on
+    ``problem`` against the exact ``want`` (one line), or None when it is right: the loss
+    invariants first (their own reason), then loss and gradient within ``problem_tolerance``,
+    then the gradient invariants. The judgement of ``fuzz`` and ``datasheet`` alike."""
+    dtype = problem.dtype
+    # a loss past the dtype's largest number (65504 in float16) may come back +inf: the result
+    # type overflows, the backend is not wrong
+    got_loss = np.asarray(got.loss, np.float64)
+    want_loss = np.asarray(want.loss, np.float64)
+    overflow = np.isposinf(got_loss) & (want_loss > LARGEST.get(dtype, np.inf))  # (N,)
+    loss = np.where(overflow, want_loss, got_loss)  # (N,)
+    broken = broken_loss_invariants(problem, loss)
+    if broken:
+        return f"invariant broken: {broken[0]}"
+    tol = problem_tolerance(problem)
+    checks = Checks(tol)
+    checks.loss(loss, want_loss, dtype, against)
+    checks.grad(np.asarray(got.grad_logits, np.float64), want.grad_logits, dtype, against)
+    if checks.failures:
+        return checks.failures[0]
+    broken = broken_invariants(problem, loss, got.grad_logits,
+                               tol=None if dtype == "float64" else tol.grad_atol)
+    return f"invariant broken: {broken[0]}" if broken else None
