@@ -130,6 +130,12 @@ class NumbaBackend:
             notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
         return NumbaResult(loss, grad, log_space, threads, notes)
 
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """This backend's own entry point is ctcbench's: a CTCProblem of the arrays (which
+        raises ValueError for malformed input), then ``run``."""
+        result = self.run(CTCProblem(logits, targets, input_lengths, target_lengths, blank=blank))
+        return result.loss, result.grad_logits
+
 
 @dataclass
 class NumbaResult:
