@@ -76,6 +76,25 @@ class KerasJaxBackend(OptaxBackend):
 
         self._fn = jax.jit(jax.value_and_grad(total, has_aux=True), static_argnums=5)
 
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """``keras.ops.ctc_loss(targets, logits batch-major, target_lengths, input_lengths,
+        mask_index=blank)`` on JAX on the arrays as given (keras takes lengths, so any length
+        can be said), not jitted; returns loss ``(N,)`` and the gradient of its sum w.r.t. the
+        logits, in their ``(T, N, C)``."""
+        if self._fn is None:
+            self.prepare()
+        import jax
+        keras = import_keras("jax")  # imported by prepare(): the same module
+
+        def total(x):
+            loss = keras.ops.ctc_loss(targets, x, target_lengths, input_lengths,
+                                      mask_index=blank)  # (N,)
+            return loss.sum(), loss
+
+        x = np.asarray(logits).transpose(1, 0, 2)  # (N, T, C)
+        (_, loss), grad = jax.value_and_grad(total, has_aux=True)(x)
+        return np.asarray(loss), np.asarray(grad).transpose(1, 0, 2)
+
 
 class KerasTFBackend(TFDenseBackend):
     """keras.ops.ctc_loss on TensorFlow: TF's ctc_loss_dense, batch-major; float32 only."""
@@ -149,3 +168,18 @@ class KerasTorchBackend:
         loss.backward(torch.as_tensor(w, dtype=loss.dtype))
         return BackendResult(loss.detach().double().numpy(), logits.grad.double().numpy(),
                              compute_dtype=str(loss.dtype).removeprefix("torch."))
+
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """``keras.ops.ctc_loss(targets, logits batch-major, target_lengths, input_lengths,
+        mask_index=blank)`` on torch tensors of the arrays as given, and the gradient of the
+        loss's sum w.r.t. the logits ``(T, N, C)``; whatever keras or torch raises is raised."""
+        if self.keras is None:
+            self.prepare()
+        torch = self.torch
+        x = torch.from_numpy(np.array(logits)).requires_grad_()  # (T, N, C)
+        loss = self.keras.ops.ctc_loss(
+            torch.from_numpy(np.array(targets)), x.transpose(0, 1),
+            torch.from_numpy(np.array(target_lengths)), torch.from_numpy(np.array(input_lengths)),
+            mask_index=blank)  # (N,)
+        loss.sum().backward()
+        return loss.detach().numpy(), None if x.grad is None else x.grad.numpy()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
-from ctcbench.runtime.protocol import BackendResult
+from ctcbench.runtime.protocol import BackendResult, UnsupportedProblem
 
 from ._thirdparty import (check_dtype, jax_threads, padded_labels, refuse_infeasible,
                           refuse_neg_inf, require)
@@ -77,6 +77,36 @@ class OptaxBackend:
             (_, loss), grad = self._fn(*args, 0)
             return loss, grad.block_until_ready()
         return call
+
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """``optax.ctc_loss`` (its own log_softmax) on the logits as given, batch-major, and
+        the labels as given, with ``blank_id=blank``; the lengths become the 0/1 padding masks
+        optax takes, so a length < 0 or past its axis (T for inputs, S for targets) cannot be
+        expressed: UnsupportedProblem. No jit (each call traces anew). Returns loss ``(N,)``
+        and the gradient of its sum w.r.t. the logits, back in the logits' ``(T, N, C)``."""
+        if self._fn is None:
+            self.prepare()
+        import jax
+        import optax
+        logits, targets = np.asarray(logits), np.asarray(targets)
+        T, S = logits.shape[0], targets.shape[1]
+        for what, lengths, most in (("input", input_lengths, T), ("target", target_lengths, S)):
+            bad = np.flatnonzero((np.asarray(lengths) < 0) | (np.asarray(lengths) > most))
+            if len(bad):
+                raise UnsupportedProblem(
+                    f"{self.name}: optax.ctc_loss takes padding masks, not lengths, so an "
+                    f"{what} length < 0 or > {most} cannot be expressed (samples "
+                    f"{bad[:5].tolist()})")
+        logit_pad = (np.arange(T)[None, :] >= np.asarray(input_lengths)[:, None])  # (N, T)
+        label_pad = (np.arange(S)[None, :] >= np.asarray(target_lengths)[:, None])  # (N, S)
+
+        def total(x):
+            loss = optax.ctc_loss(x, logit_pad.astype(x.dtype), targets,
+                                  label_pad.astype(x.dtype), blank_id=blank)  # (N,)
+            return loss.sum(), loss
+
+        (_, loss), grad = jax.value_and_grad(total, has_aux=True)(logits.transpose(1, 0, 2))
+        return np.asarray(loss), np.asarray(grad).transpose(1, 0, 2)
 
     def _inputs(self, problem: CTCProblem, grad_weights, exact_shape: bool):
         """``(the jitted function's NumPy arguments, class renaming, padded (T, N, L, C))``."""

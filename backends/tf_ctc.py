@@ -104,6 +104,46 @@ class TFBackend:
             return loss.numpy(), grad.numpy()
         return call
 
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """This backend's own call (``_loss_and_grad``, eagerly) on the arrays as given: the
+        logits time-major with no zeroing of padded frames, ``blank_index=blank``, the
+        gradient of the summed loss w.r.t. the logits. Labels and lengths go as int32, as the
+        adapter hands them over (TF's CTCLoss op takes nothing else): ``tf-dense`` (and its
+        subclasses) the padded labels and both lengths, ``tf`` sparse labels (each row's first
+        ``target_lengths[n]``) and the input lengths. A value outside int32, or for ``tf`` a
+        target length < 0 or > S (sparse labels cannot say it), is UnsupportedProblem."""
+        if self.tf is None:
+            self.prepare()
+        tf = self.tf
+        targets, target_lengths = np.asarray(targets), np.asarray(target_lengths)
+        input_lengths = np.asarray(input_lengths)
+        if not self.dense:
+            bad = np.flatnonzero((target_lengths < 0) | (target_lengths > targets.shape[1]))
+            if len(bad):
+                raise UnsupportedProblem(
+                    f"{self.name}: sparse labels cannot express a target length < 0 or > the "
+                    f"padded width {targets.shape[1]} (samples {bad[:5].tolist()})")
+        mask = (np.arange(targets.shape[1])[None, :] < target_lengths[:, None]  # (N, S)
+                if not self.dense else np.ones(targets.shape, bool))
+        int32 = np.iinfo(np.int32)
+        for what, values in (("label", targets[mask]), ("input length", input_lengths),
+                             ("target length", target_lengths if self.dense else mask[:0])):
+            if values.size and (values.min() < int32.min or values.max() > int32.max):
+                raise UnsupportedProblem(f"{self.name}: TF's CTC takes int32, and one {what} "
+                                         "does not fit in int32")
+        logit_length = tf.constant(input_lengths.astype(np.int32))  # (N,)
+        if self.dense:
+            labels = tf.constant(targets.astype(np.int32))  # (N, S)
+            label_length = tf.constant(target_lengths.astype(np.int32))  # (N,)
+        else:
+            labels = tf.SparseTensor(np.argwhere(mask).astype(np.int64),
+                                     targets[mask].astype(np.int32), targets.shape)
+            label_length = None  # the sparse form carries the lengths
+        x = tf.constant(np.asarray(logits))  # (T, N, C)
+        weights = tf.ones([x.shape[1]], x.dtype)  # (N,) d sum(loss) / d loss
+        loss, grad = self._loss_and_grad(x, labels, label_length, logit_length, weights, blank)
+        return loss.numpy(), None if grad is None else grad.numpy()
+
     def _inputs(self, problem: CTCProblem, grad_weights) -> tuple:
         """The arguments of ``_loss_and_grad``, as TensorFlow objects."""
         check_dtype(problem, self.name, self.dtypes)

@@ -17,6 +17,13 @@ from ctcbench.runtime.worker import shutdown_workers
 HOOKED = {
     "torch": (1e-5, 2e-5),
     "numba": (1e-9, 1e-9),
+    "optax": (1e-5, 2e-5),
+    "tf": (1e-5, 2e-5),
+    "tf-dense": (1e-5, 2e-5),
+    "tf-seq2seq": (1e-5, 2e-5),
+    "keras-tf": (1e-5, 2e-5),
+    "keras-jax": (1e-5, 2e-5),
+    "keras-torch": (1e-5, 2e-5),
     "numpy": (0.0, 0.0),
 }
 
