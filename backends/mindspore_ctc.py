@@ -76,3 +76,24 @@ class MindSporeBackend:
         (_, loss), grad = ms.value_and_grad(total, has_aux=True)(logits)
         return BackendResult(loss.asnumpy().astype(dtype), grad.asnumpy().astype(dtype),
                              compute_dtype=str(dtype))
+
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """``mindspore.ops.ctc_loss`` (``reduction="none"``) on the adapter's own log-softmax
+        of the logits as given, the targets and lengths as given, and the gradient of the
+        loss's sum w.r.t. the logits (``mindspore.value_and_grad``)."""
+        if self.ms is None:
+            self.prepare()
+        from mindspore import Tensor, ops
+        targets, input_lengths, target_lengths = (
+            Tensor(np.asarray(a)) for a in (targets, input_lengths, target_lengths))
+
+        def total(x):
+            top = ops.stop_gradient(x.max(axis=-1, keepdims=True))  # (T, N, 1)
+            shifted = x - top
+            log_probs = shifted - ops.log(ops.exp(shifted).sum(axis=-1, keepdims=True))
+            loss, _ = ops.ctc_loss(log_probs, targets, input_lengths, target_lengths,
+                                   blank=blank, reduction="none")  # (N,)
+            return loss.sum(), loss
+
+        (_, loss), grad = self.ms.value_and_grad(total, has_aux=True)(Tensor(np.asarray(logits)))
+        return loss.asnumpy(), grad.asnumpy()

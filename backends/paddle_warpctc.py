@@ -76,3 +76,24 @@ class WarpctcBackend:
         return BackendResult(loss.numpy().reshape(-1), grad, compute_dtype=str(grad.dtype),
                              notes=["logits passed as paddle's log_probs: warp-ctc applies "
                                     "the softmax itself"])
+
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """``paddle.nn.functional.ctc_loss(logits, labels, input_lengths, target_lengths,
+        blank=blank, reduction="none")`` on the arrays as given (the logits as its
+        ``log_probs``: warp-ctc applies the softmax itself; lengths int64 as given, labels
+        int32 as the adapter passes them, so a label outside int32 is UnsupportedProblem),
+        and paddle's gradient of the loss's sum w.r.t. the logits."""
+        targets = np.asarray(targets)
+        int32 = np.iinfo(np.int32)
+        if targets.size and (targets.min() < int32.min or targets.max() > int32.max):
+            raise UnsupportedProblem(f"{self.name}: warp-ctc takes int32 labels, and one "
+                                     "does not fit in int32")
+        if self.paddle is None:
+            self.prepare()
+        paddle = self.paddle
+        x = paddle.to_tensor(np.asarray(logits), stop_gradient=False)  # (T, N, C)
+        loss = paddle.nn.functional.ctc_loss(
+            x, paddle.to_tensor(targets.astype(np.int32)), paddle.to_tensor(input_lengths),
+            paddle.to_tensor(target_lengths), blank=blank, reduction="none")
+        loss.sum().backward()
+        return loss.numpy(), None if x.grad is None else x.grad.numpy()

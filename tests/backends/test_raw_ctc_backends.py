@@ -24,6 +24,8 @@ HOOKED = {
     "keras-tf": (1e-5, 2e-5),
     "keras-jax": (1e-5, 2e-5),
     "keras-torch": (1e-5, 2e-5),
+    "warpctc": (1e-5, 2e-5),
+    "mindspore": (1e-5, 2e-5),
     "numpy": (0.0, 0.0),
 }
 
