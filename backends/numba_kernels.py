@@ -36,6 +36,7 @@ JIT = dict(cache=True, fastmath=FAST, error_model="numpy", nogil=True)
 WHOLE_TABLE_BYTES = 32 << 20  # a sample's forward rows kept whole up to this
 SEGMENT_BYTES = 192 << 10  # past it, one segment's rows: sized to stay in L2
 CHECKPOINT_BYTES = 64 << 20  # and at most this much of checkpointed rows per sample
+WORKSPACE_GAP = 64  # doubles between the arrays of a sample's workspace (see sample_fast)
 
 
 @njit(**JIT)
@@ -106,15 +107,70 @@ def gather_emissions(row, tg, L, blank, e):
 def forward_row(p, a, e, k, skip, L):
     """Forward row ``a (2L + 3,)`` from the previous one ``p`` times ``k``, emissions ``e``;
     returns its sum. Blank ``j`` <- blank ``j``, label ``j - 1``; label ``j`` <- label ``j``,
-    blank ``j``, label ``j - 1`` where ``skip[j]``."""
+    blank ``j``, label ``j - 1`` where ``skip[j]``.
+
+    Every loop indexes views (slices) by its own counter only: an index like ``p[L + 1 + j]``
+    might be negative as far as LLVM knows, and numba's wrap-around for negative indices
+    turned those loads into AVX-512 gathers (docs/numba.md, step 8)."""
     eb = e[0] * k
+    pb = p[:L + 1]  # blank j
+    pl = p[L + 1:2 * L + 2]  # label j - 1 ([0] the zero before the labels)
+    pc = p[L + 2:2 * L + 2]  # label j
+    el = e[1:L + 1]
+    ab = a[:L + 1]
+    al = a[L + 2:2 * L + 2]
+    sb = 0.0
     for j in range(L + 1):
-        a[j] = eb * (p[j] + p[L + 1 + j])
+        v = eb * (pb[j] + pl[j])
+        ab[j] = v
+        sb += v
+    sl = 0.0
     for j in range(L):
-        a[L + 2 + j] = e[1 + j] * k * (p[L + 2 + j] + p[j] + skip[j] * p[L + 1 + j])
+        v = el[j] * k * (pc[j] + pb[j] + skip[j] * pl[j])
+        al[j] = v
+        sl += v
     a[L + 1] = 0.0
     a[2 * L + 2] = 0.0
-    return row_sum(a, 0, 2 * L + 3)
+    return sb + sl
+
+
+@njit(**JIT)
+def backward_row(nb, cb, e1, kb, skip, a, P, L):
+    """Backward row ``cb`` (scaled by ``kb``) from the next frame's ``nb`` and emissions
+    ``e1``, and ``P (L,)``, ``alpha * beta`` of each label state with the forward row ``a``;
+    returns the row's sum and ``sum alpha * beta`` over the blanks and over the labels.
+    Blank ``j`` -> blank ``j``, label ``j``; label ``j`` -> label ``j``, blank ``j + 1``,
+    label ``j + 1`` where ``skip[j + 1]``. Views indexed by the loop counter, as in
+    :func:`forward_row`."""
+    eb = e1[0] * kb
+    nbb = nb[:L + 1]
+    nbb1 = nb[1:L + 1]  # blank j + 1
+    nbl = nb[L + 2:2 * L + 3]  # label j (and the zero at [2L + 2])
+    nbl1 = nb[L + 3:2 * L + 3]  # label j + 1
+    el = e1[1:L + 2]  # label j's emission (and the zero at e1[L + 1])
+    el1 = e1[2:L + 2]
+    sk1 = skip[1:L + 1]
+    cbb = cb[:L + 1]
+    cbl = cb[L + 2:2 * L + 2]
+    ab = a[:L + 1]
+    al = a[L + 2:2 * L + 2]
+    db = 0.0
+    zb = 0.0
+    for j in range(L + 1):
+        v = nbb[j] * eb + nbl[j] * el[j] * kb
+        cbb[j] = v
+        db += v
+        zb += ab[j] * v
+    dl = 0.0
+    zl = 0.0
+    for j in range(L):
+        v = (nbl[j] * el[j] + sk1[j] * nbl1[j] * el1[j]) * kb + nbb1[j] * eb
+        cbl[j] = v
+        dl += v
+        q = al[j] * v
+        P[j] = q
+        zl += q
+    return db + dl, zb, zl
 
 
 @njit(**JIT)
@@ -143,11 +199,35 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     W = 2 * L + 3  # row width, see the module docstring
     K = segment_frames(T_n, L)
     n_seg = -(-T_n // K)
-    A = np.empty((K, W))  # (K, W) one segment's forward rows, scaled by the previous row sum
-    first = np.empty((n_seg, W))  # (n_seg, W) each segment's first forward row
-    cs = np.empty(T_n)  # (T_n,) forward row sums
-    e = np.empty(L + 2)  # (L + 2,) the emissions of frame t (see gather_emissions)
-    e1 = np.empty(L + 2)  # (L + 2,) those of frame t + 1, in the backward pass
+    # Every array the recursions read or write is carved out of one workspace at fixed
+    # offsets (with gaps): a vectorised loop that stores and sums gets a runtime alias check,
+    # and its scalar fallback adds in another order. With separate allocations, whether that
+    # check passed depended on where the allocator put them (it differed with the thread
+    # count); here it depends on T_n and L alone, and the gaps make it pass.
+    G = WORKSPACE_GAP
+    o_first = K * W + G
+    o_cs = o_first + n_seg * W + G
+    o_e = o_cs + T_n + G
+    o_e1 = o_e + L + 2 + G
+    o_nb = o_e1 + L + 2 + G
+    o_cb = o_nb + W + G
+    o_P = o_cb + W + G
+    o_skip = o_P + L + G
+    ws = np.empty(o_skip + L + 1 + G)
+    A = ws[:K * W].reshape((K, W))  # (K, W) one segment's forward rows, scaled by the
+    # previous row sum
+    first = ws[o_first:o_first + n_seg * W].reshape((n_seg, W))  # (n_seg, W) each
+    # segment's first forward row
+    cs = ws[o_cs:o_cs + T_n]  # (T_n,) forward row sums
+    e = ws[o_e:o_e + L + 2]  # (L + 2,) the emissions of frame t (see gather_emissions)
+    e1 = ws[o_e1:o_e1 + L + 2]  # (L + 2,) those of frame t + 1, in the backward pass
+    nb = ws[o_nb:o_nb + W]  # (W,) beta at frame t + 1 (scaled), in the backward pass
+    cb = ws[o_cb:o_cb + W]  # (W,) beta at frame t
+    P = ws[o_P:o_P + L]  # (L,) alpha * beta of each label state at frame t
+    sk = ws[o_skip:o_skip + L + 1]  # (L + 1,) skip, copied into the workspace
+    for j in range(L + 1):
+        sk[j] = skip[j]
+    skip = sk
     log_scale = 0.0
     # t = 0: only the first blank and the first label can start a path
     if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, e):
@@ -184,9 +264,9 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
 
     # backward: nb holds beta at frame t + 1 (scaled), cb the one at t; blank j -> blank j,
     # label j; label j -> label j, blank j + 1, label j + 1 where allowed
-    nb = np.zeros(W)
-    cb = np.zeros(W)
-    P = np.empty(max(L, 1))  # (L,) alpha * beta of each label state at frame t
+    for i in range(W):
+        nb[i] = 0.0
+        cb[i] = 0.0
     t = T_n - 1
     cb[L] = 1.0
     zb = last[L]
@@ -219,18 +299,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
             row = grad[t, n]
             gather_emissions(row, tg, L, blank, e)  # frame t's, before the gradient goes in
             a = A[t - t0]
-            kb = 1.0 / d
-            eb = e1[0] * kb
-            for j in range(L + 1):
-                cb[j] = nb[j] * eb + nb[L + 2 + j] * e1[1 + j] * kb
-            for j in range(L):
-                v = (nb[L + 2 + j] * e1[1 + j] + skip[j + 1] * nb[L + 3 + j] * e1[2 + j]) \
-                    * kb + nb[j + 1] * eb
-                cb[L + 2 + j] = v
-                P[j] = a[L + 2 + j] * v
-            d = row_sum(cb, 0, L + 1) + row_sum(cb, L + 2, 2 * L + 2)
-            zb = dot(a, cb, L + 1)
-            zl = row_sum(P, 0, L)
+            d, zb, zl = backward_row(nb, cb, e1, 1.0 / d, skip, a, P, L)
             z = zb + zl
             if not (d >= SAFE_FLOOR and overlap_is_safe(z, cs[t], d)):
                 return np.nan
