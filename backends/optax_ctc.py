@@ -94,7 +94,7 @@ class OptaxBackend:
             bad = np.flatnonzero((np.asarray(lengths) < 0) | (np.asarray(lengths) > most))
             if len(bad):
                 raise UnsupportedProblem(
-                    f"{self.name}: optax.ctc_loss takes padding masks, not lengths, so an "
+                    f"{self.name}: optax.ctc_loss takes padding masks, not lengths, so "
                     f"{what} length < 0 or > {most} cannot be expressed (samples "
                     f"{bad[:5].tolist()})")
         logit_pad = (np.arange(T)[None, :] >= np.asarray(input_lengths)[:, None])  # (N, T)
