@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
+
 from ctcbench.caselib.library import Tolerance
 
 BRUTE_FORCE_PATHS = 200_000  # up to this many paths (C ** T_n) per sample, brute force is the oracle
@@ -22,26 +24,38 @@ def _str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
+def _value(x) -> str:
+    """A TOML value: a string, a boolean, an integer, a float read back bit for bit, a list."""
+    if isinstance(x, str):
+        return _str(x)
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return "[" + ", ".join(_value(v) for v in x) + "]"
+    return _num(float(x))
+
+
 def case_toml(name: str, build: dict, dtype: str, tol: Tolerance, *, description: str,
               provenance: str) -> str:
-    """One ``[[case]]`` holding ``build`` exactly (a ``table`` of logits, or ``random`` with the
-    seed they are drawn from); brute force is its oracle where that is cheap, else the float64
-    reference."""
+    """One ``[[case]]`` holding ``build`` exactly (every key as it is: a ``table`` of logits,
+    ``random`` with the seed they are drawn from, ``peaked`` with its paths); brute force is
+    its oracle where that is cheap, else the float64 reference."""
     C, table = build["C"], build["generator"] == "table"
     small = table and all(C ** len(s["logits"]) <= BRUTE_FORCE_PATHS for s in build["sample"])
     lines = ["[[case]]", f"name = {_str(name)}", f"description = {_str(description)}",
              f"provenance = {_str(provenance)}", f"dtypes = [{_str(dtype)}]", "",
-             "[case.build]", f"generator = {_str(build['generator'])}", f"C = {C}",
-             f"blank = {build['blank']}", f"T = {build['T']}", f"pad = {_num(build['pad'])}"]
-    if not table:  # generator "random": the builder draws the logits from the seed
-        lines += [f"seed = {build['seed']}", f"scale = {_num(build['scale'])}"]
+             "[case.build]"]
+    lines += [f"{k} = {_value(v)}" for k, v in build.items() if k != "sample"]
     for sample in build["sample"]:
-        lines += ["", "[[case.build.sample]]", f"target = {list(map(int, sample['target']))}"]
-        if not table:
-            lines.append(f"T = {sample['T']}")
-            continue
-        rows = ",\n".join("  [" + ", ".join(_num(v) for v in row) + "]" for row in sample["logits"])
-        lines.append(f"logits = [\n{rows},\n]" if rows else "logits = []")
+        lines += ["", "[[case.build.sample]]"]
+        for k, v in sample.items():
+            if k != "logits":
+                lines.append(f"{k} = {_value(v)}")
+                continue
+            rows = ",\n".join("  [" + ", ".join(_num(x) for x in row) + "]" for row in v)
+            lines.append(f"logits = [\n{rows},\n]" if rows else "logits = []")
     lines += ["", "[case.expect]", f"oracle = {_str('brute_force' if small else 'reference')}", "",
               f"[case.tolerance.{dtype}]", f"loss_rtol = {_num(tol.loss_rtol)}",
               f"loss_atol = {_num(tol.loss_atol)}", f"grad_atol = {_num(tol.grad_atol)}", ""]
