@@ -36,6 +36,15 @@ JIT = dict(cache=True, fastmath=FAST, error_model="numpy", nogil=True)
 WHOLE_TABLE_BYTES = 32 << 20  # a sample's forward rows kept whole up to this
 SEGMENT_BYTES = 192 << 10  # past it, one segment's rows: sized to stay in L2
 CHECKPOINT_BYTES = 64 << 20  # and at most this much of checkpointed rows per sample
+# The forward row sums (each in [SAFE_FLOOR, 2]) are multiplied up and their log taken once the
+# product leaves [SCALE_FLUSH, 1 / SCALE_FLUSH], not one log per frame: the product stays a
+# normal float64 (>= 1e-300).
+SCALE_FLUSH = 1e-50
+# From this many labels on, the row loops take a blank and a label per iteration (fewer loads);
+# below it, blanks then labels (shorter loops' remainders cost less): 1.38 against 1.59 ns/cell
+# at L=200, 2.74 against 2.47 at L=40 (docs/numba.md, step 9). Either way the sums' order
+# depends on L alone.
+MERGE_MIN_L = 64
 WORKSPACE_GAP = 64  # doubles between the arrays of a sample's workspace (see sample_fast)
 
 
@@ -74,14 +83,35 @@ def dot(x, y, stop):
 
 
 @njit(**JIT)
+def row_max(x):
+    """``max(x)`` (NaN entries skipped, -inf if there is no other) in eight running maxima,
+    which LLVM keeps in one vector register: a single running maximum is a chain of
+    dependent comparisons it does not vectorise without the 'nnan' flag."""
+    C = x.shape[0]
+    C8 = C - C % 8
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = -np.inf
+    for c in range(0, C8, 8):
+        m0 = max(m0, np.float64(x[c]))
+        m1 = max(m1, np.float64(x[c + 1]))
+        m2 = max(m2, np.float64(x[c + 2]))
+        m3 = max(m3, np.float64(x[c + 3]))
+        m4 = max(m4, np.float64(x[c + 4]))
+        m5 = max(m5, np.float64(x[c + 5]))
+        m6 = max(m6, np.float64(x[c + 6]))
+        m7 = max(m7, np.float64(x[c + 7]))
+    m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    for c in range(C8, C):
+        m = max(m, np.float64(x[c]))
+    return m
+
+
+@njit(**JIT)
 def softmax_frame(x, row, tg, L, blank, e):
     """``row (C,) = softmax(x)``; ``e (L + 2,) = (p_blank, p_label_0, .., 0)``, gathered
     from ``row`` (so :func:`gather_emissions` of ``row`` gives the same bits). Returns
     whether the row is finite: it is unless ``x`` holds NaN or +inf, or only -inf."""
     C = x.shape[0]
-    m = -np.inf
-    for c in range(C):
-        m = max(m, np.float64(x[c]))
+    m = row_max(x)
     for c in range(C):
         row[c] = exp_nonpositive(np.float64(x[c]) - m)
     s = row_sum(row, 0, C)
@@ -120,6 +150,79 @@ def forward_row(p, a, e, k, skip, L):
     ab = a[:L + 1]
     al = a[L + 2:2 * L + 2]
     sb = 0.0
+    sl = 0.0
+    for j in range(L):  # blank j and label j together: they read the same p[j], p[L + 1 + j]
+        u = pb[j]
+        q = pl[j]
+        v = eb * (u + q)
+        ab[j] = v
+        sb += v
+        v = el[j] * k * (pc[j] + u + skip[j] * q)
+        al[j] = v
+        sl += v
+    v = eb * (pb[L] + pl[L])
+    ab[L] = v
+    sb += v
+    a[L + 1] = 0.0
+    a[2 * L + 2] = 0.0
+    return sb + sl
+
+
+@njit(**JIT)
+def backward_row(nb, cb, e1, kb, skip, a, P, L):
+    """Backward row ``cb`` (scaled by ``kb``) from the next frame's ``nb`` and emissions
+    ``e1``, and ``P (L,)``, ``alpha * beta`` of each label state with the forward row ``a``;
+    returns the row's sum and ``sum alpha * beta`` over the blanks and over the labels.
+    Blank ``j`` -> blank ``j``, label ``j``; label ``j`` -> label ``j``, blank ``j + 1``,
+    label ``j + 1`` where ``skip[j + 1]``. Views indexed by the loop counter, as in
+    :func:`forward_row`."""
+    eb = e1[0] * kb
+    nbb = nb[:L + 1]
+    nbb1 = nb[1:L + 1]  # blank j + 1
+    nbl = nb[L + 2:2 * L + 3]  # label j (and the zero at [2L + 2])
+    nbl1 = nb[L + 3:2 * L + 3]  # label j + 1
+    el = e1[1:L + 2]  # label j's emission (and the zero at e1[L + 1])
+    el1 = e1[2:L + 2]
+    sk1 = skip[1:L + 1]
+    cbb = cb[:L + 1]
+    cbl = cb[L + 2:2 * L + 2]
+    ab = a[:L + 1]
+    al = a[L + 2:2 * L + 2]
+    db = 0.0
+    zb = 0.0
+    dl = 0.0
+    zl = 0.0
+    for j in range(L):  # blank j and label j together, as in forward_row
+        g = nbl[j] * el[j]
+        v = nbb[j] * eb + g * kb
+        cbb[j] = v
+        db += v
+        zb += ab[j] * v
+        v = (g + sk1[j] * (nbl1[j] * el1[j])) * kb + nbb1[j] * eb
+        cbl[j] = v
+        dl += v
+        q = al[j] * v
+        P[j] = q
+        zl += q
+    v = nbb[L] * eb  # the last blank: label L does not exist (nb[2L + 2] = e1[L + 1] = 0)
+    cbb[L] = v
+    db += v
+    zb += ab[L] * v
+    return db + dl, zb, zl
+
+
+@njit(**JIT)
+def forward_row_split(p, a, e, k, skip, L):
+    """:func:`forward_row` in two loops, blanks then labels: faster below ``MERGE_MIN_L``
+    labels, where the loops' remainders weigh more than the loads saved by one loop."""
+    eb = e[0] * k
+    pb = p[:L + 1]  # blank j
+    pl = p[L + 1:2 * L + 2]  # label j - 1 ([0] the zero before the labels)
+    pc = p[L + 2:2 * L + 2]  # label j
+    el = e[1:L + 1]
+    ab = a[:L + 1]
+    al = a[L + 2:2 * L + 2]
+    sb = 0.0
     for j in range(L + 1):
         v = eb * (pb[j] + pl[j])
         ab[j] = v
@@ -135,13 +238,8 @@ def forward_row(p, a, e, k, skip, L):
 
 
 @njit(**JIT)
-def backward_row(nb, cb, e1, kb, skip, a, P, L):
-    """Backward row ``cb`` (scaled by ``kb``) from the next frame's ``nb`` and emissions
-    ``e1``, and ``P (L,)``, ``alpha * beta`` of each label state with the forward row ``a``;
-    returns the row's sum and ``sum alpha * beta`` over the blanks and over the labels.
-    Blank ``j`` -> blank ``j``, label ``j``; label ``j`` -> label ``j``, blank ``j + 1``,
-    label ``j + 1`` where ``skip[j + 1]``. Views indexed by the loop counter, as in
-    :func:`forward_row`."""
+def backward_row_split(nb, cb, e1, kb, skip, a, P, L):
+    """:func:`backward_row` in two loops, blanks then labels (see :func:`forward_row_split`)."""
     eb = e1[0] * kb
     nbb = nb[:L + 1]
     nbb1 = nb[1:L + 1]  # blank j + 1
@@ -197,6 +295,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     recomputes one segment's rows at a time, so the rows it reads stay in cache. A sample of
     one segment is computed once."""
     W = 2 * L + 3  # row width, see the module docstring
+    merge = L >= MERGE_MIN_L  # row loops: a blank and a label per iteration, or split
     K = segment_frames(T_n, L)
     n_seg = -(-T_n // K)
     # Every array the recursions read or write is carved out of one workspace at fixed
@@ -228,7 +327,8 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     for j in range(L + 1):
         sk[j] = skip[j]
     skip = sk
-    log_scale = 0.0
+    log_scale = 0.0  # plus log(scale): the log of the product of the row sums so far
+    scale = 1.0
     # t = 0: only the first blank and the first label can start a path
     if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, e):
         return np.nan
@@ -248,8 +348,14 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
         i = i + 1 if i + 1 < K else 0
         if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, e):
             return np.nan
-        log_scale += math.log(c_prev)
-        s = forward_row(A[prev], A[i], e, 1.0 / c_prev, skip, L)
+        scale *= c_prev  # the row sums' product, in log_scale when it gets small
+        if not SCALE_FLUSH <= scale <= 1.0 / SCALE_FLUSH:
+            log_scale += math.log(scale)
+            scale = 1.0
+        if merge:
+            s = forward_row(A[prev], A[i], e, 1.0 / c_prev, skip, L)
+        else:
+            s = forward_row_split(A[prev], A[i], e, 1.0 / c_prev, skip, L)
         if s < SAFE_FLOOR:
             return np.nan
         if i == 0:
@@ -260,7 +366,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     final = last[L] + (last[2 * L + 1] if L > 0 else 0.0)
     if not final > 0.0:
         return np.nan
-    loss = -(log_scale + math.log(final))
+    loss = -(log_scale + math.log(scale) + math.log(final))
 
     # backward: nb holds beta at frame t + 1 (scaled), cb the one at t; blank j -> blank j,
     # label j; label j -> label j, blank j + 1, label j + 1 where allowed
@@ -292,14 +398,20 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
             A[0] = first[seg]
             for i in range(1, K):
                 gather_emissions(grad[t0 + i, n], tg, L, blank, e1)
-                forward_row(A[i - 1], A[i], e1, 1.0 / cs[t0 + i - 1], skip, L)
+                if merge:
+                    forward_row(A[i - 1], A[i], e1, 1.0 / cs[t0 + i - 1], skip, L)
+                else:
+                    forward_row_split(A[i - 1], A[i], e1, 1.0 / cs[t0 + i - 1], skip, L)
         for t in range(min(t0 + K, T_n - 1) - 1, t0 - 1, -1):
             nb, cb = cb, nb
             e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
             row = grad[t, n]
             gather_emissions(row, tg, L, blank, e)  # frame t's, before the gradient goes in
             a = A[t - t0]
-            d, zb, zl = backward_row(nb, cb, e1, 1.0 / d, skip, a, P, L)
+            if merge:
+                d, zb, zl = backward_row(nb, cb, e1, 1.0 / d, skip, a, P, L)
+            else:
+                d, zb, zl = backward_row_split(nb, cb, e1, 1.0 / d, skip, a, P, L)
             z = zb + zl
             if not (d >= SAFE_FLOOR and overlap_is_safe(z, cs[t], d)):
                 return np.nan

@@ -40,27 +40,25 @@ LN2_LO = 1.4286068203094173e-06  # ln 2 - LN2_HI
 @njit(cache=True, fastmath={"contract"}, error_model="numpy")
 def exp_nonpositive(x):
     """``exp(x)`` for ``x <= 0`` (-inf included) within 1 ulp of libm's: x = k ln2 + r,
-    ``|r| <= ln2 / 2``, degree-13 Taylor polynomial (truncation below 1e-17), times ``2**k``
-    built from its bits in two halves so that results down to the subnormals come out."""
+    ``|r| <= ln2 / 2``, degree-13 Taylor polynomial (truncation below 1e-17, evaluated by
+    Estrin's scheme), times ``2**k`` built from its bits in two halves so that results down
+    to the subnormals come out."""
     x = max(x, -745.5)  # exp(-745.5) rounds to 0
     kf = x * LOG2E + MAGIC
     k = _float_to_bits(kf) - _float_to_bits(MAGIC)  # round(x / ln2) as an integer
     kf = kf - MAGIC
     r = (x - kf * LN2_HI) - kf * LN2_LO
-    p = 1.0 / 6227020800.0  # 1 / 13!
-    p = p * r + 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
+    # 1 + r + r**2 q(r), q(r) = sum_i r**i / (i + 2)! to r**11 (the degree-13 Taylor
+    # polynomial), q by Estrin's scheme: a shorter chain of dependent operations than Horner's
+    # (the loops that call this are bound by it), and the 1 added last keeps the rounding small
+    r2 = r * r
+    r4 = r2 * r2
+    q0 = (1.0 / 2.0 + r * (1.0 / 6.0)) + r2 * (1.0 / 24.0 + r * (1.0 / 120.0))
+    q1 = (1.0 / 720.0 + r * (1.0 / 5040.0)) + r2 * (1.0 / 40320.0 + r * (1.0 / 362880.0))
+    q2 = (1.0 / 3628800.0 + r * (1.0 / 39916800.0)) \
+        + r2 * (1.0 / 479001600.0 + r * (1.0 / 6227020800.0))
+    q = (q0 + r4 * q1) + (r4 * r4) * q2
+    p = 1.0 + (r + r2 * q)
     k1 = k >> 1
     return p * _bits_to_float((k1 + 1023) << 52) * _bits_to_float((k - k1 + 1023) << 52)
 
