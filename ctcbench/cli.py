@@ -407,5 +407,58 @@ def atlas(backend_names, out, resume, fmt):
     click.echo(f"atlas: {result.summary['entries']} entries: {counts}; results in {result.run_dir}")
 
 
+def _listed(values) -> list[str]:
+    """Repeated and comma-separated values as one list: ``--stages a,b --stages c``."""
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@cli.command()
+@click.option("--backend", "backend_names", multiple=True, metavar="NAME[,NAME...]",
+              help="Backend to describe (repeatable).")
+@click.option("--all", "all_backends", is_flag=True,
+              help="Every registered backend, side by side (those that cannot run here are "
+                   "listed as skipped).")
+@click.option("--dtype", "dtypes", multiple=True, metavar="DTYPE[,DTYPE...]",
+              help="Dtypes of every stage; default limits, repeat calls and speed in float32, "
+                   "precision in every dtype the backend takes.")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=120.0,
+              show_default=True, help="Seconds per backend for the limits (60 %) and the "
+                                      "precision search (40 %).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="The most one probe may take; longer is a hang.")
+@click.option("--max-memory", "max_memory_mb", type=click.IntRange(min=1), default=2048,
+              show_default=True, metavar="MB",
+              help="Sizes estimated to need more memory are not run.")
+@click.option("--stages", multiple=True, metavar="STAGE[,STAGE...]",
+              help="Some of limits, precision, robustness, determinism, speed [default: all].")
+@click.option("--axes", multiple=True, metavar="AXIS[,AXIS...]",
+              help="Limits on some of T, L, C, N, label, TL [default: all].")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the problems and of the precision search.")
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed measurements per speed size.")
+@out_options("datasheet")
+@format_option("table", "json")
+def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_mb, stages,
+              axes, seed, repeat, out, resume, fmt):
+    """One page per CTC implementation: its limits, worst precision, bad input, speed."""
+    from ctcbench.datasheet.axes import AXES
+    from ctcbench.datasheet.run import STAGES, datasheet as run_datasheet
+    from ctcbench.datasheet.sheet import table
+    from ctcbench.files import read_text
+    result = finish_run(run_datasheet(
+        _listed(backend_names), all_backends=all_backends, dtypes=_listed(dtypes) or None,
+        budget=budget, timeout=timeout, max_memory=max_memory_mb * 2**20,
+        stages=_listed(stages) or STAGES, axes=_listed(axes) or tuple(AXES), seed=seed,
+        repeat=repeat, out=out, resume=resume))
+    if fmt == "json":
+        click.echo(read_text(result.run_dir / "datasheet.json", "datasheet.json"), nl=False)
+        return
+    rows = table(result.summary["sheets"])
+    wide = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, wide)).rstrip())
+
+
 def main():
     cli()

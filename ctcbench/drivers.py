@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ctcbench.runs.kinds import RunKind, identify
 
-DRIVERS = ("compare", "bench", "convergence", "fuzz", "atlas")  # each has ctcbench/<name>/kind.py
+DRIVERS = ("compare", "bench", "convergence", "fuzz", "atlas", "datasheet")  # each has ctcbench/<name>/kind.py
 
 
 @functools.cache

@@ -16,13 +16,13 @@ LAYERS = (
     ("caselib", "cases", "torch"),
     ("runs",),
     ("doctor",),
-    ("compare", "bench", "fuzz", "convergence", "atlas"),
+    ("compare", "bench", "fuzz", "convergence", "atlas", "datasheet"),
     ("report",),
     ("drivers",),
     ("cli", "cli_docs", ""),  # "": the package itself, the public API
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
-DRIVERS = ("doctor", "compare", "bench", "fuzz", "convergence", "atlas")  # they and report
+DRIVERS = ("doctor", "compare", "bench", "fuzz", "convergence", "atlas", "datasheet")  # they and report
 # know nothing of each other: ctcbench.drivers hands each kind's page context to the renderer
 
 

@@ -1,0 +1,1 @@
+"""``ctcbench datasheet``: one page per CTC implementation: its limits, worst precision, bad input, speed."""

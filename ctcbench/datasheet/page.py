@@ -1,0 +1,23 @@
+"""A datasheet run folder as report context: the side-by-side table, then each backend's sheet."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctcbench.datasheet.axes import AXES
+from ctcbench.datasheet.kind import KIND
+from ctcbench.datasheet.sheet import sheets, table
+from ctcbench.runs.store import RowLog
+
+
+def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
+    """The datasheet page of ``run_dir``."""
+    rows = RowLog(Path(run_dir) / "rows.jsonl").rows(floats=KIND.floats)
+    sheet = sheets(rows)
+    probes = {}  # backend -> dtype -> axis -> [probe rows in the order run]
+    for r in rows:
+        if r.get("stage") == "probe":
+            probes.setdefault(r["backend"], {}).setdefault(r["dtype"], {}) \
+                .setdefault(r["axis"], []).append(r)
+    return {"table": table(sheet) if sheet else [], "sheets": list(sheet.values()),
+            "probes": probes, "axes": {a.name: a.what for a in AXES.values()},
+            "config": (meta or {}).get("config") or {}}

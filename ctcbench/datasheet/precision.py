@@ -1,0 +1,196 @@
+"""The datasheet's worst precision: a search for the input with the largest error against the
+float64 reference, in one dtype.
+
+A candidate is a few numbers (``Genes``): frames ``T``, classes ``C``, labels ``L``, the share
+of repeated labels, and either the logit scale of random frames or, for frames peaked on one
+alignment of the target, how close to certain the peak is. The search draws ``START``
+candidates at random plus the corners of the space, then climbs: it changes one number of the
+worst candidate so far (double or halve it, or jump to a bound) and keeps the change when the
+error grows. Two climbs share the budget, one on the loss error, one on the gradient error.
+Every candidate is a case library ``[case.build]`` table, so the worst is written as a case file.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from ctcbench.caselib.judge import loss_error
+from ctcbench.datasheet.probe import call
+from ctcbench.fuzz.judge import problem_of
+
+# the space searched
+T_RANGE = (2, 4096)
+C_RANGE = (3, 1024)
+L_MAX = 512  # labels: beyond, the reference needs its slow checkpointed path
+SCALE_RANGE = (1e-2, 1e4)  # random frames: logits N(0, scale^2)
+DOUBT_RANGE = (1e-12, 0.5)  # peaked frames: the peak's probability is 1 - doubt
+START = 8  # random candidates before climbing
+TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Genes:
+    """One candidate. ``L`` is capped so the target fits in ``T`` frames."""
+
+    frames: str  # "random" or "peaked"
+    T: int
+    C: int
+    L: int
+    repeats: float  # share of labels equal to the one before, in [0, 1]
+    scale: float  # random frames
+    doubt: float  # peaked frames
+    seed: int
+
+    def fitted(self) -> "Genes":
+        T = int(min(max(self.T, T_RANGE[0]), T_RANGE[1]))
+        C = int(min(max(self.C, C_RANGE[0]), C_RANGE[1]))
+        L = int(min(max(self.L, 1), T // (2 if self.repeats > 0 else 1), L_MAX))
+        return replace(self, T=T, C=C, L=max(L, 1),
+                       repeats=float(min(max(self.repeats, 0.0), 1.0)),
+                       scale=float(min(max(self.scale, SCALE_RANGE[0]), SCALE_RANGE[1])),
+                       doubt=float(min(max(self.doubt, DOUBT_RANGE[0]), DOUBT_RANGE[1])))
+
+
+def _target(g: Genes, rng) -> list[int]:
+    out = [int(rng.integers(1, g.C))]
+    for _ in range(g.L - 1):
+        if rng.random() < g.repeats:
+            out.append(out[-1])
+        else:
+            step = int(rng.integers(1, g.C - 1))
+            out.append((out[-1] - 1 + step) % (g.C - 1) + 1)
+    return out
+
+
+def _path(target: list[int], T: int) -> list[int]:
+    """An alignment of ``target`` over ``T`` frames: each label held for an equal share of
+    the frames, a blank between repeats, blanks at the end."""
+    seq = []
+    for i, k in enumerate(target):
+        if i and target[i - 1] == k:
+            seq.append(0)
+        seq.append(k)
+    hold = max(1, T // max(len(seq), 1))
+    path = [k for k in seq for _ in range(hold)][:T]
+    if len(path) < len(seq):  # T too short to hold each label: one frame each
+        path = seq[:T]
+    return path + [0] * (T - len(path))
+
+
+def build(g: Genes) -> dict:
+    """The ``[case.build]`` table of a candidate (two samples of ``T`` frames)."""
+    rng = np.random.default_rng(g.seed)
+    targets = [_target(g, rng) for _ in range(2)]
+    if g.frames == "peaked":
+        return {"generator": "peaked", "C": g.C, "blank": 0, "peak": 1.0 - g.doubt,
+                "sample": [{"target": t, "path": _path(t, g.T)} for t in targets]}
+    return {"generator": "random", "C": g.C, "blank": 0, "seed": g.seed, "scale": g.scale,
+            "T": g.T, "sample": [{"target": t, "T": g.T} for t in targets]}
+
+
+def scores(got, want) -> dict:
+    """The errors of one result: the largest loss error, absolute and as a share of
+    ``max(1, |loss|)``, and the largest gradient error. NaN counts as infinitely wrong."""
+    err = loss_error(np.asarray(got.loss, np.float64), want.loss)  # (N,)
+    err = np.where(np.isnan(err), np.inf, err)
+    scale = np.maximum(1.0, np.where(np.isfinite(want.loss), np.abs(want.loss), 1.0))
+    with np.errstate(invalid="ignore"):
+        grad = np.abs(np.asarray(got.grad_logits, np.float64) - want.grad_logits)
+    grad = np.where(np.isnan(grad), np.inf, grad)
+    return {"loss_err": float(err.max(initial=0.0)),
+            "loss_score": float((err / scale).max(initial=0.0)),
+            "grad_err": float(grad.max(initial=0.0))}
+
+
+def _corners(seed: int) -> list[Genes]:
+    hi_T, hi_C = T_RANGE[1], C_RANGE[1]
+    return [Genes("random", hi_T, 64, 64, 0.0, SCALE_RANGE[1], 0.5, seed),
+            Genes("random", hi_T, hi_C, 256, 0.3, 1.0, 0.5, seed + 1),
+            Genes("peaked", hi_T, 64, 64, 0.3, 1.0, DOUBT_RANGE[0], seed + 2),
+            Genes("peaked", 64, 16, 8, 0.0, 1.0, DOUBT_RANGE[0], seed + 3)]
+
+
+def _random(rng, seed: int) -> Genes:
+    def log_uniform(lo, hi):
+        return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+    T = int(log_uniform(*T_RANGE))
+    return Genes(str(rng.choice(["random", "peaked"])), T, int(log_uniform(*C_RANGE)),
+                 int(log_uniform(1, max(T // 2, 1.01))), float(rng.choice([0.0, 0.2, 0.5])),
+                 log_uniform(*SCALE_RANGE), log_uniform(*DOUBT_RANGE), seed)
+
+
+def _mutate(g: Genes, rng, seed: int) -> Genes:
+    """One number of ``g`` doubled, halved or set to a bound; a new seed for the draws."""
+    gene = str(rng.choice(["T", "C", "L", "repeats", "scale", "doubt", "frames"]))
+    move = rng.integers(4)  # 0 half, 1 double, 2 low bound, 3 high bound
+    ranges = {"T": T_RANGE, "C": C_RANGE, "L": (1, T_RANGE[1]), "scale": SCALE_RANGE,
+              "doubt": DOUBT_RANGE, "repeats": (0.0, 1.0)}
+    if gene == "frames":
+        return replace(g, frames="peaked" if g.frames == "random" else "random", seed=seed)
+    value = getattr(g, gene)
+    lo, hi = ranges[gene]
+    if gene in ("scale", "doubt"):
+        value = [value / 4, value * 4, lo, hi][move]
+    elif gene == "repeats":
+        value = [value / 2, min(1.0, value * 2 + 0.1), 0.0, 0.9][move]
+    else:
+        value = [value // 2, value * 2, lo, hi][move]
+    return replace(g, **{gene: type(getattr(g, gene))(value)}, seed=seed)
+
+
+def worst_precision(backend, oracle, dtype: str, *, budget_s: float, seed: int, done: dict,
+                    write, progress) -> dict:
+    """Search for ``budget_s`` seconds; returns the verdict: the worst loss and gradient errors
+    found, each with its candidate and ``[case.build]`` table, and how many were tried.
+    ``done`` maps a trial's item to its row (resume replays them), ``write(row)`` records one."""
+    rng = np.random.default_rng(seed)
+    end = time.monotonic() + budget_s
+    best = {"loss": None, "grad": None}  # key -> (score, genes, scores)
+    tried = failed = 0
+
+    def evaluate(g: Genes) -> dict | None:
+        nonlocal tried, failed
+        g = g.fitted()
+        item = f"{dtype}#{tried}"
+        tried += 1
+        progress.note(f"{backend.name} {dtype} precision T={g.T} C={g.C} L={g.L} {g.frames}")
+        if item in done and done[item].get("genes") == asdict(g):
+            row = done[item]
+        else:
+            problem = problem_of(build(g), dtype)
+            got, failure = call(backend, problem, TIMEOUT_S)
+            row = {"stage": "trial", "item": item, "dtype_searched": dtype, "genes": asdict(g)}
+            if failure is not None:
+                row.update(status=failure.status, detail=failure.detail)
+            else:
+                row.update(status="ok", **scores(got, oracle.run(problem)))
+            write(row)
+        progress.update()
+        if row["status"] != "ok":
+            failed += 1
+            return None
+        for key, score in (("loss", row["loss_score"]), ("grad", row["grad_err"])):
+            if best[key] is None or score > best[key][0]:
+                best[key] = (score, g, row)
+        return row
+
+    for g in _corners(seed) + [_random(rng, seed + 10 + i) for i in range(START)]:
+        if time.monotonic() > end:
+            break
+        evaluate(g)
+    step = 0
+    while time.monotonic() < end and (best["loss"] or best["grad"]):
+        key = ("loss", "grad")[step % 2] if best["loss"] and best["grad"] else \
+            "loss" if best["loss"] else "grad"
+        step += 1
+        evaluate(_mutate(best[key][1], rng, seed + 1000 + step))
+    verdict = {"stage": "precision", "item": dtype, "tried": tried, "failed": failed}
+    for key, found in best.items():
+        if found is not None:
+            score, g, row = found
+            verdict[key] = {"genes": asdict(g), "build": build(g), "loss_err": row["loss_err"],
+                            "loss_score": row["loss_score"], "grad_err": row["grad_err"]}
+    return verdict

@@ -1,0 +1,67 @@
+"""Run a backend on one problem in its worker process and say what happened: right, wrong by
+how much, a refusal with its message, a crash, a hang, out of memory."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ctcbench.caselib.judge import loss_error, max_error, wrong
+from ctcbench.datasheet.search import Outcome
+from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, UnsupportedProblem
+
+# what a framework's out-of-memory error says, in the message or the type name
+_MEMORY_WORDS = ("MemoryError", "out of memory", "OutOfMemory", "ResourceExhausted",
+                 "Cannot allocate memory", "bad_alloc")
+
+
+def _memory(text: str) -> bool:
+    return any(w.lower() in text.lower() for w in _MEMORY_WORDS)
+
+
+def call(backend, problem, timeout_s: float):
+    """``backend.run(problem)`` (a worker-backed ``LoadedBackend``) allowed ``timeout_s``
+    seconds; returns ``(result, None)`` or ``(None, Outcome)`` saying how it failed."""
+    if backend.worker is not None:
+        backend.worker.traits = replace(backend.worker.traits, timeout_s=float(timeout_s))
+    try:
+        return backend.run(problem), None
+    except BackendTimeout:
+        return None, Outcome("hangs", f"no answer within {timeout_s:.3g} s (the worker was killed)")
+    except BackendCrashed as exc:
+        how = exc.signal or f"exit code {exc.exitcode}"
+        if exc.signal == "SIGKILL" or _memory(str(exc)):
+            return None, Outcome("out of memory", f"the worker was killed ({how}): {exc}")
+        return None, Outcome("crashes", f"{how}: {exc}")
+    except MemoryError as exc:
+        return None, Outcome("out of memory", f"MemoryError: {exc}")
+    except UnsupportedProblem as exc:
+        return None, Outcome("refuses", f"UnsupportedProblem: {exc}")
+    except Exception as exc:  # the backend's own error: a refusal, or memory running out
+        text = f"{type(exc).__name__}: {exc}"
+        return None, Outcome("out of memory" if _memory(text) else "refuses", text[:500])
+
+
+def errors(got, want) -> tuple[float, float]:
+    """The largest absolute loss error (0 where both are the same infinity) and gradient error."""
+    loss = max_error(loss_error(np.asarray(got.loss, np.float64), want.loss))
+    with np.errstate(invalid="ignore"):
+        grad = max_error(np.abs(np.asarray(got.grad_logits, np.float64) - want.grad_logits))
+    return loss, grad
+
+
+def probe(backend, oracle, problem, timeout_s: float) -> Outcome:
+    """The backend on ``problem`` judged against ``oracle`` (exact in float64), as
+    ``fuzz`` judges it (:func:`ctcbench.caselib.judge.wrong`)."""
+    start = time.monotonic()
+    got, failed = call(backend, problem, timeout_s)
+    seconds = time.monotonic() - start
+    if failed is not None:
+        failed.seconds = seconds
+        return failed
+    want = oracle.run(problem)
+    loss_err, grad_err = errors(got, want)
+    reason = wrong(problem, got, want, oracle.name)
+    status = "ok" if reason is None else "invalid" if reason.startswith("invariant") else "wrong"
+    return Outcome(status, reason or "", loss_err, grad_err, seconds)

@@ -1,0 +1,263 @@
+"""``ctcbench datasheet``: what a CTC implementation can be trusted with, measured.
+
+For each backend asked for, in one run folder: its limits (per axis of ``AXES``, the largest
+size at which it is right against an exact oracle and what it does one step past it), its
+worst precision (per dtype it takes), what its own framework call does with malformed input,
+whether repeated calls give the same bits, and its speed and peak memory at the bench's
+target sizes, next to torch's in the same run. Every probe is a row as it is finished, so an
+interrupted run resumes where it stopped; ``ctcbench.datasheet.sheet`` reads the rows back
+into one datasheet per backend.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
+from ctcbench.bench.sizes import TARGET_SIZES, make_problem
+from ctcbench.caselib.judge import loss_error, max_error, problem_tolerance
+from ctcbench.compare.run import _versions
+from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.datasheet.axes import AXES
+from ctcbench.datasheet.kind import KIND
+from ctcbench.datasheet.limits import WARM_UP, limits, warm_up
+from ctcbench.datasheet.precision import worst_precision
+from ctcbench.datasheet.robustness import PROBES, _valid_losses, try_malformed
+from ctcbench.datasheet.sheet import sheets, write_exports
+from ctcbench.errors import expect, fail
+from ctcbench.fuzz.casefile import write_case
+from ctcbench.fuzz.judge import problem_of
+from ctcbench.progress import Progress
+from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
+from ctcbench.runtime.registry import REFERENCE, backend_names, get_backend
+
+STAGES = ("limits", "precision", "robustness", "determinism", "speed")
+SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
+FAST_ORACLE = "numba"  # exact against the reference, fast at every size
+REPEATS = 5  # calls compared for determinism
+DETERMINISM_SIZE = TARGET_SIZES[1]  # T=200 N=16 C=50 L=40
+SPEED_THREADS = 1
+
+
+def _oracle(name: str, *, fast: bool):
+    """The exact float64 oracle for ``name``: the fast one for large problems (``fast``), the
+    reference otherwise; never the backend itself."""
+    first, other = (FAST_ORACLE, REFERENCE) if fast else (REFERENCE, FAST_ORACLE)
+    for candidate in (first, other):
+        if candidate == name:
+            continue
+        try:
+            return get_backend(candidate, isolated=False)
+        except BackendUnavailable:
+            continue
+    raise BackendUnavailable(f"no exact oracle for {name!r}: {FAST_ORACLE} and {REFERENCE} "
+                             f"cannot run here")
+
+
+def _takes(backend, dtype: str) -> bool:
+    """Whether the backend computes in ``dtype``: its declared dtypes, or a tiny call (which
+    also starts its worker and compiles, before any stage's clock starts)."""
+    if backend.traits.dtypes is not None:
+        if dtype in backend.traits.dtypes:
+            warm_up(backend, dtype)
+        return dtype in backend.traits.dtypes
+    try:
+        backend.run(problem_of(WARM_UP, dtype))
+    except UnsupportedProblem:
+        return False
+    except Exception:  # anything else is the stages' to find and report
+        return True
+    return True
+
+
+def determinism(backend, dtype: str) -> dict:
+    """``REPEATS`` calls on one problem: identical bits, or by how much they differ."""
+    size = DETERMINISM_SIZE
+    problem = make_problem(size, dtype=dtype, seed=1)
+    first = backend.run(problem)
+    loss_diff = grad_diff = 0.0
+    for _ in range(REPEATS - 1):
+        again = backend.run(problem)
+        loss_diff = max(loss_diff, max_error(loss_error(again.loss, first.loss)))
+        with np.errstate(invalid="ignore"):
+            grad_diff = max(grad_diff, max_error(np.abs(again.grad_logits - first.grad_logits)))
+    return {"stage": "determinism", "item": size.label, "calls": REPEATS,
+            "status": "identical" if loss_diff == grad_diff == 0 else "differs",
+            "loss_diff": loss_diff, "grad_diff": grad_diff,
+            "declared": backend.traits.nondeterministic}
+
+
+def _speed(name: str, dtype: str, sizes, repeat: int, progress) -> list[dict]:
+    """The bench's rows for ``name`` beside torch's, measured interleaved, at ``sizes``, on
+    one thread (as ``ctcbench bench`` measures by default)."""
+    set_threads(SPEED_THREADS)
+    backends = resolve_backends([name])
+    rows = []
+    for size in sizes:
+        progress.note(f"{name} {dtype} speed {size.label}")
+        for r in measure_size(backends, size, dtype=dtype, repeat=repeat, memory=True,
+                              threads=SPEED_THREADS):
+            if r["backend"] == name:
+                keep = ("T", "N", "C", "L", "status", "reason", "ns_per_cell", "time_median_s",
+                        "ratio_to_torch", "peak_rss_mb", "first_call_s")
+                rows.append({"stage": "speed", "item": size.label, "threads": SPEED_THREADS,
+                             **{k: r.get(k) for k in keep}})
+        progress.update()
+    return rows
+
+
+def _case(run_dir, name: str, build: dict, dtype: str, description: str) -> str:
+    problem = problem_of(build, dtype)
+    path = write_case(run_dir / "cases", name, build, dtype, problem_tolerance(problem),
+                      description=description, provenance="ctcbench datasheet")
+    return str(path.relative_to(run_dir))
+
+
+def _names(backends, all_backends: bool) -> list[str]:
+    known = backend_names()
+    if all_backends:
+        expect(not backends, "--all", "no --backend beside it", ", ".join(backends or []))
+        return known
+    expect(bool(backends), "--backend", "a backend name (or --all)", "none")
+    unknown = [b for b in backends if b not in known]
+    expect(not unknown, "--backend", f"one of {', '.join(known)}", ", ".join(unknown))
+    return list(dict.fromkeys(backends))
+
+
+def _check(budget, timeout, max_memory, stages, dtypes, seed, repeat) -> None:
+    for value, name in ((budget, "--budget"), (timeout, "--timeout")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e7:
+            fail(name, "a positive number of seconds", repr(value))
+    if isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory < 2**20:
+        fail("--max-memory", "a number of bytes >= 1 MiB", repr(max_memory))
+    bad = [s for s in stages if s not in STAGES]
+    expect(bool(stages) and not bad, "--stages", f"some of {', '.join(STAGES)}",
+           ", ".join(bad) or "none")
+    bad = [d for d in dtypes or () if d not in FLOAT_DTYPES]
+    expect(not bad, "--dtype", f"some of {', '.join(FLOAT_DTYPES)}", ", ".join(bad))
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        fail("--seed", "a non-negative integer", repr(seed))
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        fail("--repeat", "a positive integer", repr(repeat))
+
+
+def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget: float = 120.0,
+              timeout: float = 60.0, max_memory: int = 2 * 2**30, stages=STAGES,
+              axes=tuple(AXES), seed: int = 0, repeat: int = 3, out=None, resume: bool = False,
+              progress: bool | None = True) -> RunResult:
+    """The datasheet of each backend in ``backends`` (or every registered one: ``all_backends``).
+
+    ``dtypes``: the dtypes of every stage (default: limits, determinism and speed in float32,
+    precision in every dtype the backend takes). ``budget``: seconds per backend for the two
+    searches, 60 % to the limits (shared by the axes), 40 % to precision (shared by the
+    dtypes); the other stages take what they take. ``timeout``: the most one probe may take
+    (a probe taking more is a hang); ``max_memory``: bytes, sizes estimated to need more are
+    not run. ``stages``: some of ``STAGES``; ``axes``: some of ``AXES``. ``repeat``:
+    measurements per speed size. ``out``/``resume``: the run-folder rules of every driver.
+    """
+    _check(budget, timeout, max_memory, tuple(stages), dtypes, seed, repeat)
+    bad = [a for a in axes if a not in AXES]
+    expect(not bad, "--axes", f"some of {', '.join(AXES)}", ", ".join(bad))
+    names = _names(list(backends or []), all_backends)
+    check_out(KIND, out, resume=resume)
+    config = {"backends": names, "all": all_backends, "dtypes": list(dtypes or []),
+              "budget_s": budget, "timeout_s": timeout, "max_memory": max_memory,
+              "stages": list(stages), "axes": list(axes), "seed": seed, "repeat": repeat}
+    with open_run(KIND, out, resume=resume) as run, \
+            Progress("datasheet", unit="probes", enabled=progress) as bar:
+        kept = run.rows()
+        done = {(r.get("backend"), r.get("dtype"), r.get("stage"), r.get("item")): r for r in kept}
+        loaded = []
+        run.write_meta(config)
+
+        def writer(name, dtype):
+            def write(row):
+                row = {"backend": name, "dtype": dtype, **row}
+                run.log.append(row)
+                done[name, dtype, row["stage"], row["item"]] = row
+            return write
+
+        def done_for(name, dtype):
+            return {(s, i): r for (b, d, s, i), r in done.items() if b == name and d == dtype}
+
+        for name in names:
+            bar.stage(f"datasheet {name}")
+            write = writer(name, None)
+            try:
+                backend = get_backend(name, isolated=True)
+            except BackendUnavailable as exc:
+                if not all_backends:
+                    fail("--backend", f"a backend that runs here ({name!r} cannot: {exc})", name)
+                if (name, None, "info", "backend") not in done:
+                    write({"stage": "info", "item": "backend", "status": "skipped",
+                           "detail": str(exc)})
+                continue
+            loaded.append(backend)
+            taken = [d for d in (dtypes or FLOAT_DTYPES) if _takes(backend, d)]
+            main = [d for d in taken if d in (dtypes or ("float32",))] or taken[:1]
+            if (name, None, "info", "backend") not in done:
+                write({"stage": "info", "item": "backend", "status": "ok",
+                       "device": backend.traits.device, "dtypes": taken,
+                       "nondeterministic": backend.traits.nondeterministic,
+                       "raw_ctc": backend.traits.has_raw_ctc,
+                       "versions": _versions([backend]).get(name, {})})
+            if "limits" in stages:
+                oracle = _oracle(name, fast=True)
+                for dtype in main:
+                    warm_up(oracle, dtype)
+                for dtype in main:
+                    limits(backend, oracle, dtype, axes=list(axes),
+                           budget_s=budget * SHARE["limits"] / len(main), timeout_s=timeout,
+                           max_bytes=max_memory, seed=seed, done=done_for(name, dtype),
+                           write=writer(name, dtype), progress=bar)
+            if "precision" in stages:
+                oracle = _oracle(name, fast=False)
+                for dtype in taken:
+                    warm_up(oracle, dtype)
+                for dtype in taken:
+                    if (name, dtype, "precision", dtype) in done:
+                        continue
+                    verdict = worst_precision(backend, oracle, dtype,
+                                              budget_s=budget * SHARE["precision"] / len(taken),
+                                              seed=seed, done=done_for(name, dtype),
+                                              write=writer(name, dtype), progress=bar)
+                    for key in ("loss", "grad"):
+                        if key in verdict:
+                            verdict[key]["case_file"] = _case(
+                                run.run_dir, f"worst_{key}_{name}_{dtype}".replace("-", "_"),
+                                verdict[key]["build"], dtype,
+                                f"the largest {key} error of {name} in {dtype} that "
+                                f"ctcbench datasheet found")
+                    writer(name, dtype)(verdict)
+            if "robustness" in stages:
+                valid = _valid_losses()
+                for malformed in PROBES:
+                    if (name, None, "robustness", malformed.name) in done:
+                        continue
+                    bar.note(f"{name} malformed: {malformed.name}")
+                    write(try_malformed(backend, malformed, timeout_s=min(timeout, 30.0),
+                                        valid=valid))
+                    bar.update()
+            for dtype in main if "determinism" in stages else ():
+                if (name, dtype, "determinism", DETERMINISM_SIZE.label) not in done:
+                    bar.note(f"{name} {dtype} determinism")
+                    try:
+                        row = determinism(backend, dtype)
+                    except Exception as exc:
+                        row = {"stage": "determinism", "item": DETERMINISM_SIZE.label,
+                               "status": "failed", "detail": f"{type(exc).__name__}: {exc}"[:500]}
+                    writer(name, dtype)(row)
+            for dtype in main if "speed" in stages else ():
+                if dtype not in ("float32", "float64"):
+                    continue
+                todo = [s for s in TARGET_SIZES if (name, dtype, "speed", s.label) not in done]
+                for row in _speed(name, dtype, todo, repeat, bar):
+                    writer(name, dtype)(row)
+            backend.close()
+        rows = run.rows()
+        files = write_exports(run.run_dir, rows, run.meta)
+    sheet = sheets(rows)
+    summary = {"backends": len(sheet), "rows": len(rows), "sheets": sheet}
+    return RunResult(run.run_dir, pd.DataFrame(rows), summary, run.environment,
+                     resumed=len(kept), files=files)

@@ -1,0 +1,95 @@
+"""The largest size at which a backend is still right: doubling, then bisection.
+
+``probe(p) -> Outcome`` runs the backend at size ``p``; ``largest_correct`` doubles ``p`` from
+the axis' start until a probe fails (or the cap, the memory limit or the time runs out), then
+bisects between the last right size and the first failing one down to one step. It assumes
+one cliff: a backend right again past its first failure is not looked for.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Outcome:
+    """What one probe found: ``status`` "ok" or how it failed ("wrong", "invalid", "refuses",
+    "crashes", "hangs", "out of memory", "error"), a one-line ``detail``, and the errors
+    against the oracle where there was an answer."""
+
+    status: str
+    detail: str = ""
+    loss_err: float | None = None
+    grad_err: float | None = None
+    seconds: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Limit:
+    """An axis' result: right up to ``correct`` (None: not even at the start), first failing at
+    ``failing`` with ``past`` (None: no failure found, so right "up to at least" ``correct``),
+    and ``stopped``, why the search ended without a failure (the cap, memory, the budget)."""
+
+    axis: str
+    correct: int | None
+    failing: int | None = None
+    past: Outcome | None = None
+    stopped: str | None = None
+    probes: list[tuple[int, Outcome]] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        """The cliff is found to one step (or is the smallest size itself)."""
+        return self.failing is not None and (self.correct is None
+                                             or self.failing == self.correct + 1)
+
+
+def largest_correct(axis: str, probe, *, start: int, cap: int, deadline: float,
+                    bisect_until: float | None = None, fits=lambda p: True) -> Limit:
+    """Search ``axis`` with ``probe``; ``fits(p)`` is False for a size that must not be run
+    (memory); ``deadline`` a ``time.monotonic()`` after which no new size is doubled to, and
+    ``bisect_until`` (default ``deadline``) after which a bisection under way stops: a
+    cliff once found is worth finding to the step."""
+    bisect_until = deadline if bisect_until is None else max(deadline, bisect_until)
+    limit = Limit(axis, None)
+
+    def run(p: int) -> Outcome:
+        outcome = probe(p)
+        limit.probes.append((p, outcome))
+        return outcome
+
+    p, good, bad, past = start, None, None, None
+    while True:  # doubling
+        if not fits(p):
+            limit.stopped = f"the memory limit (size {p} would not fit)"
+            break
+        if time.monotonic() > deadline:
+            limit.stopped = "the time budget"
+            break
+        outcome = run(p)
+        if not outcome.ok:
+            bad, past = p, outcome
+            break
+        good = p
+        if p >= cap:
+            limit.stopped = f"the largest size searched ({cap})"
+            break
+        p = min(2 * p, cap)
+    while bad is not None and good is not None and bad - good > 1:  # bisection
+        if time.monotonic() > bisect_until:
+            limit.stopped = "the time budget (bisection unfinished)"
+            break
+        mid = (good + bad) // 2
+        outcome = run(mid)
+        if outcome.ok:
+            good = mid
+        else:
+            bad, past = mid, outcome
+    limit.correct, limit.failing, limit.past = good, bad, past
+    if bad is not None and limit.stopped and "bisection" not in limit.stopped:
+        limit.stopped = None
+    return limit

@@ -1,0 +1,156 @@
+"""A datasheet run folder's rows read back as one datasheet per backend, and its exports:
+``datasheet.json`` (every sheet) and ``datasheet.md`` (the side-by-side table)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctcbench.datasheet.axes import AXES
+from ctcbench.files import atomic_write, to_json
+from ctcbench.formatting import sci, sig
+
+ROBUST_BAD = ("crashes", "hangs")  # and "returns" a value that is not sane
+
+
+def limit_text(v: dict) -> str:
+    """One limit for people: "1024 (wrong at 1025)", ">= 524288", "fails at 8 (crashes)"."""
+    if v["failing"] is None:
+        return f">= {v['correct']}" if v["correct"] is not None else "not searched"
+    if v["correct"] is None:
+        return f"fails at {v['failing']} ({v['past_status']})"
+    step = "" if v["exact"] else f" ({v['correct']}..{v['failing']}, bisection unfinished)"
+    return f"{v['correct']} ({v['past_status']} at {v['failing']}){step}"
+
+
+def robust_verdict(row: dict) -> str:
+    """raises / crashes / hangs / returns sane / returns garbage / not expressible / not tested."""
+    if row["status"] == "returns":
+        return "returns sane" if row.get("sane") else "returns garbage"
+    return row["status"]
+
+
+def sheets(rows: list[dict]) -> dict[str, dict]:
+    """backend -> its datasheet, from a run's rows (in the order the backends were run)."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        name, dtype, stage = r.get("backend"), r.get("dtype"), r.get("stage")
+        s = out.setdefault(name, {"backend": name, "status": "ok", "limits": {}, "precision": {},
+                                  "robustness": [], "determinism": {}, "speed": {}})
+        if stage == "info":
+            s.update({k: v for k, v in r.items() if k not in ("stage", "item", "dtype")})
+        elif stage == "limit":
+            s["limits"].setdefault(dtype, {})[r["axis"]] = {**r, "text": limit_text(r)}
+        elif stage == "precision":
+            s["precision"][dtype] = r
+        elif stage == "robustness":
+            s["robustness"].append({**r, "verdict": robust_verdict(r)})
+        elif stage == "determinism":
+            s["determinism"][dtype] = r
+        elif stage == "speed":
+            s["speed"].setdefault(dtype, []).append(r)
+    for s in out.values():
+        for dtype, by_axis in s["limits"].items():  # in the order of AXES
+            s["limits"][dtype] = {a: by_axis[a] for a in AXES if a in by_axis}
+        counts: dict[str, int] = {}
+        for r in s["robustness"]:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        s["robustness_counts"] = counts
+    return out
+
+
+def _precision_text(p: dict | None, key: str) -> str:
+    if not p or key not in p:
+        return ""
+    found = p[key]
+    g = found["genes"]
+    err = found["loss_err"] if key == "loss" else found["grad_err"]
+    return (f"{sci(err)} (T={g['T']} C={g['C']} L={g['L']} {g['frames']}"
+            f"{' scale ' + sig(g['scale']) if g['frames'] == 'random' else ''})")
+
+
+def table(sheet: dict[str, dict]) -> list[list[str]]:
+    """The side-by-side table: a header row of backends, then one row per property."""
+    names = list(sheet)
+    rows = [["", *names]]
+
+    def add(label, cell):
+        rows.append([label, *[cell(sheet[n]) for n in names]])
+
+    add("device", lambda s: s.get("device") or s.get("status", ""))
+    add("dtypes", lambda s: ", ".join(s.get("dtypes") or []))
+    limit_dtypes = sorted({d for s in sheet.values() for d in s["limits"]})
+    for dtype in limit_dtypes:
+        for axis in AXES:
+            if any(axis in s["limits"].get(dtype, {}) for s in sheet.values()):
+                add(f"correct up to {axis} ({dtype})",
+                    lambda s, a=axis, d=dtype: s["limits"].get(d, {}).get(a, {}).get("text", ""))
+    for dtype in sorted({d for s in sheet.values() for d in s["precision"]}):
+        add(f"worst loss error ({dtype})",
+            lambda s, d=dtype: _precision_text(s["precision"].get(d), "loss"))
+        add(f"worst gradient error ({dtype})",
+            lambda s, d=dtype: _precision_text(s["precision"].get(d), "grad"))
+    if any(s["robustness"] for s in sheet.values()):
+        add("malformed input", lambda s: ", ".join(f"{v} {k}" for k, v in
+                                                   sorted(s["robustness_counts"].items())))
+    for dtype in sorted({d for s in sheet.values() for d in s["determinism"]}):
+        add(f"repeat calls ({dtype})", lambda s, d=dtype: _determinism_text(s["determinism"].get(d)))
+    for dtype in sorted({d for s in sheet.values() for d in s["speed"]}):
+        sizes = [r["item"] for r in next(s["speed"][dtype] for s in sheet.values()
+                                         if dtype in s["speed"])]
+        for size in sizes:
+            add(f"ns/cell, x torch ({dtype}, {size})",
+                lambda s, d=dtype, z=size: _speed_text(s["speed"].get(d, []), z))
+            add(f"peak memory MB ({dtype}, {size})",
+                lambda s, d=dtype, z=size: _memory_text(s["speed"].get(d, []), z))
+    return rows
+
+
+def _determinism_text(r: dict | None) -> str:
+    if not r:
+        return ""
+    if r["status"] == "identical":
+        return f"identical ({r['calls']} calls)"
+    if r["status"] == "differs":
+        return f"differ: loss {sci(r['loss_diff'])}, grad {sci(r['grad_diff'])}"
+    return r["status"]
+
+
+def _row_for(rows: list[dict], size: str) -> dict | None:
+    return next((r for r in rows if r["item"] == size), None)
+
+
+def _speed_text(rows: list[dict], size: str) -> str:
+    r = _row_for(rows, size)
+    if r is None:
+        return ""
+    if r["status"] != "ok":
+        return r["status"]
+    ratio = r.get("ratio_to_torch")
+    return sig(r["ns_per_cell"]) + (f", {sig(ratio)}x" if ratio is not None else "")
+
+
+def _memory_text(rows: list[dict], size: str) -> str:
+    r = _row_for(rows, size)
+    return "" if r is None or r.get("peak_rss_mb") is None else sig(r["peak_rss_mb"])
+
+
+def markdown(sheet: dict[str, dict], meta: dict) -> str:
+    """``datasheet.md``: the table, dated, with where it ran and how it was made."""
+    env = (meta or {}).get("environment") or {}
+    config = (meta or {}).get("config") or {}
+    head = table(sheet)
+    lines = [f"Measured {env.get('utc_time', '?')} on {env.get('cpu', '?')} "
+             f"({env.get('cpu_count', '?')} CPUs), ctcbench at {env.get('git_commit') or '?'}, "
+             f"budget {config.get('budget_s', '?')} s per backend.", "",
+             "| " + " | ".join(head[0]) + " |", "|" + "---|" * len(head[0])]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in head[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def write_exports(run_dir: Path, rows: list[dict], meta: dict) -> list[Path]:
+    """``datasheet.json`` and ``datasheet.md`` in ``run_dir``; returns their paths."""
+    sheet = sheets(rows)
+    run_dir = Path(run_dir)
+    atomic_write(run_dir / "datasheet.json", to_json({"environment": (meta or {}).get(
+        "environment"), "config": (meta or {}).get("config"), "backends": sheet}, indent=1) + "\n")
+    atomic_write(run_dir / "datasheet.md", markdown(sheet, meta))
+    return [run_dir / "datasheet.json", run_dir / "datasheet.md"]
