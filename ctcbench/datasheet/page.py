@@ -5,7 +5,9 @@ from pathlib import Path
 
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.kind import KIND
-from ctcbench.datasheet.sheet import sheets, table
+from ctcbench.datasheet.plot import limits_plot
+from ctcbench.datasheet.precision import CLIMBS
+from ctcbench.datasheet.sheet import PRECISION_LABELS, sheets, table
 from ctcbench.runs.store import RowLog
 
 
@@ -18,6 +20,9 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
         if r.get("stage") == "probe":
             probes.setdefault(r["backend"], {}).setdefault(r["dtype"], {}) \
                 .setdefault(r["axis"], []).append(r)
+    plots = {name: {dtype: limits_plot(by_axis, f"{name}, {dtype}: sizes tried per axis")
+                    for dtype, by_axis in by_dtype.items()}
+             for name, by_dtype in probes.items()}
     return {"table": table(sheet) if sheet else [], "sheets": list(sheet.values()),
-            "probes": probes, "axes": {a.name: a.what for a in AXES.values()},
+            "plots": plots, "climbs": CLIMBS, "precision_labels": PRECISION_LABELS, "axes": {a.name: a.what for a in AXES.values()},
             "config": (meta or {}).get("config") or {}}

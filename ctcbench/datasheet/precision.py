@@ -6,7 +6,8 @@ of repeated labels, and either the logit scale of random frames or, for frames p
 alignment of the target, how close to certain the peak is. The search draws ``START``
 candidates at random plus the corners of the space, then climbs: it changes one number of the
 worst candidate so far (double or halve it, or jump to a bound) and keeps the change when the
-error grows. Two climbs share the budget, one on the loss error, one on the gradient error.
+error grows. Three climbs share the budget: on the absolute loss error, on the loss error
+relative to ``max(1, |loss|)``, and on the gradient error.
 Every candidate is a case library ``[case.build]`` table, so the worst is written as a case file.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ L_MAX = 512  # labels: beyond, the reference needs its slow checkpointed path
 SCALE_RANGE = (1e-2, 1e4)  # random frames: logits N(0, scale^2)
 DOUBT_RANGE = (1e-12, 0.5)  # peaked frames: the peak's probability is 1 - doubt
 START = 8  # random candidates before climbing
+CLIMBS = {"loss": "loss_err", "loss_rel": "loss_score", "grad": "grad_err"}  # what each maximises
 TIMEOUT_S = 60.0
 
 
@@ -148,7 +150,7 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, seed: int, 
     ``done`` maps a trial's item to its row (resume replays them), ``write(row)`` records one."""
     rng = np.random.default_rng(seed)
     end = time.monotonic() + budget_s
-    best = {"loss": None, "grad": None}  # key -> (score, genes, scores)
+    best = dict.fromkeys(CLIMBS)  # climb -> (its score, genes, the trial's row)
     tried = failed = 0
 
     def evaluate(g: Genes) -> dict | None:
@@ -172,9 +174,9 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, seed: int, 
         if row["status"] != "ok":
             failed += 1
             return None
-        for key, score in (("loss", row["loss_score"]), ("grad", row["grad_err"])):
-            if best[key] is None or score > best[key][0]:
-                best[key] = (score, g, row)
+        for key, field in CLIMBS.items():
+            if best[key] is None or row[field] > best[key][0]:
+                best[key] = (row[field], g, row)
         return row
 
     for g in _corners(seed) + [_random(rng, seed + 10 + i) for i in range(START)]:
@@ -182,11 +184,11 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, seed: int, 
             break
         evaluate(g)
     step = 0
-    while time.monotonic() < end and (best["loss"] or best["grad"]):
-        key = ("loss", "grad")[step % 2] if best["loss"] and best["grad"] else \
-            "loss" if best["loss"] else "grad"
+    while time.monotonic() < end and any(best.values()):
+        key = list(CLIMBS)[step % len(CLIMBS)]
         step += 1
-        evaluate(_mutate(best[key][1], rng, seed + 1000 + step))
+        if best[key] is not None:
+            evaluate(_mutate(best[key][1], rng, seed + 1000 + step))
     verdict = {"stage": "precision", "item": dtype, "tried": tried, "failed": failed}
     for key, found in best.items():
         if found is not None:

@@ -21,7 +21,7 @@ from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.kind import KIND
 from ctcbench.datasheet.limits import WARM_UP, limits, warm_up
-from ctcbench.datasheet.precision import worst_precision
+from ctcbench.datasheet.precision import CLIMBS, worst_precision
 from ctcbench.datasheet.robustness import PROBES, _valid_losses, try_malformed
 from ctcbench.datasheet.sheet import sheets, write_exports
 from ctcbench.errors import expect, fail
@@ -222,12 +222,12 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
                                               budget_s=budget * SHARE["precision"] / len(taken),
                                               seed=seed, done=done_for(name, dtype),
                                               write=writer(name, dtype), progress=bar)
-                    for key in ("loss", "grad"):
+                    for key in CLIMBS:
                         if key in verdict:
                             verdict[key]["case_file"] = _case(
                                 run.run_dir, f"worst_{key}_{name}_{dtype}".replace("-", "_"),
                                 verdict[key]["build"], dtype,
-                                f"the largest {key} error of {name} in {dtype} that "
+                                f"the largest {CLIMBS[key]} of {name} in {dtype} that "
                                 f"ctcbench datasheet found")
                     writer(name, dtype)(verdict)
             if "robustness" in stages:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctcbench.datasheet.axes import AXES
+from ctcbench.datasheet.precision import CLIMBS
 from ctcbench.files import atomic_write, to_json
 from ctcbench.formatting import sci, sig
 
-ROBUST_BAD = ("crashes", "hangs")  # and "returns" a value that is not sane
+PRECISION_LABELS = {"loss": "worst loss error", "loss_rel": "worst loss error / max(1, loss)",
+                    "grad": "worst gradient error"}  # one per climb of the precision search
 
 
 def limit_text(v: dict) -> str:
@@ -62,7 +64,7 @@ def _precision_text(p: dict | None, key: str) -> str:
         return ""
     found = p[key]
     g = found["genes"]
-    err = found["loss_err"] if key == "loss" else found["grad_err"]
+    err = found[CLIMBS[key]]
     return (f"{sci(err)} (T={g['T']} C={g['C']} L={g['L']} {g['frames']}"
             f"{' scale ' + sig(g['scale']) if g['frames'] == 'random' else ''})")
 
@@ -84,10 +86,9 @@ def table(sheet: dict[str, dict]) -> list[list[str]]:
                 add(f"correct up to {axis} ({dtype})",
                     lambda s, a=axis, d=dtype: s["limits"].get(d, {}).get(a, {}).get("text", ""))
     for dtype in sorted({d for s in sheet.values() for d in s["precision"]}):
-        add(f"worst loss error ({dtype})",
-            lambda s, d=dtype: _precision_text(s["precision"].get(d), "loss"))
-        add(f"worst gradient error ({dtype})",
-            lambda s, d=dtype: _precision_text(s["precision"].get(d), "grad"))
+        for key, label in PRECISION_LABELS.items():
+            add(f"{label} ({dtype})",
+                lambda s, d=dtype, k=key: _precision_text(s["precision"].get(d), k))
     if any(s["robustness"] for s in sheet.values()):
         add("malformed input", lambda s: ", ".join(f"{v} {k}" for k, v in
                                                    sorted(s["robustness_counts"].items())))

@@ -17,6 +17,7 @@ COMMANDS = {  # each driver's command, as cheap as it gets, writing into --out
     "convergence": ["convergence", "--steps", "2"],
     "fuzz": ["fuzz", "--backend", "numpy", "--budget", "1"],
     "atlas": ["atlas", "--backend", "numpy"],
+    "datasheet": ["datasheet", "--backend", "numpy", "--stages", "robustness"],
 }
 
 
@@ -41,7 +42,7 @@ def folder(tmp: Path, name: str, meta: dict | None, rows: str) -> Path:
 @pytest.fixture
 def odd_folders(tmp_path) -> dict[str, Path]:
     return {
-        "foreign": folder(tmp_path, "foreign", {"kind": "datasheet", "row_format": 1}, "{}\n"),
+        "foreign": folder(tmp_path, "foreign", {"kind": "profile", "row_format": 1}, "{}\n"),
         "future": folder(tmp_path, "future", {"kind": "bench", "row_format": 999},
                          '{"backend": "numpy"}\n'),
         "hand-made": folder(tmp_path, "hand", None, '{"x": 1, "y": 2}\n'),
@@ -62,7 +63,7 @@ def test_report_refuses_in_one_line(odd_folders, which):
     path = odd_folders[which]
     line = one_line_error("report", str(path))
     assert str(path) in line
-    expected = {"foreign": "holds a run of kind 'datasheet'; this ctcbench knows",
+    expected = {"foreign": "holds a run of kind 'profile'; this ctcbench knows",
                 "future": "holds bench rows of format 999; this ctcbench reads format 1 only "
                           "(the folder was written by a newer ctcbench)",
                 "hand-made": "expected a ctcbench run folder"}[which]

@@ -1,0 +1,71 @@
+"""The worst-precision search: its candidates are what they say, and a planted drift's worst
+case is found and written as a case file that reproduces it."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from ctcbench.cli import cli
+from ctcbench.core.ctcmath import collapse
+from ctcbench.datasheet.precision import T_RANGE, SCALE_RANGE, Genes, _path, build, scores
+from ctcbench.datasheet.run import datasheet
+from ctcbench.fuzz.judge import problem_of
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.mark.parametrize("target,T", [([1, 2, 3], 3), ([2, 2], 3), ([1, 1, 1], 9), ([4], 50),
+                                      ([1, 2, 2, 3], 40)])
+def test_a_peaked_path_collapses_to_its_target(target, T):
+    """The alignment a peaked candidate peaks on spells its target (blank 0) in T frames."""
+    path = _path(target, T)
+    assert len(path) == T and list(collapse(path, blank=0)) == target
+
+
+def test_a_candidate_is_the_problem_its_genes_say():
+    """T, C, L and the frames' kind of the built problem are the candidate's; peaked frames
+    hold the peak on the path."""
+    g = Genes("peaked", 40, 7, 5, 0.4, 1.0, 1e-6, seed=3).fitted()
+    problem = problem_of(build(g), "float64")
+    T, N, C, L = problem.shape
+    assert (T, N, C, L) == (40, 2, 7, 5)
+    probs = np.exp(problem.log_probs())  # (T, N, C)
+    assert np.allclose(probs.max(axis=2), 1 - 1e-6)
+    r = Genes("random", 10**6, 2, 10**6, 0.0, 1e9, 0.0, seed=1).fitted()
+    assert (r.T, r.C, r.scale) == (T_RANGE[1], 3, SCALE_RANGE[1]) and r.L <= r.T
+
+
+def test_scores_are_the_errors_by_hand():
+    """Loss error absolute and per max(1, |loss|), gradient error absolute; NaN is infinite."""
+    class R:
+        def __init__(self, loss, grad):
+            self.loss, self.grad_logits = np.array(loss), np.array(grad)
+    want = R([0.5, 20.0], [[[0.1, -0.1]]])
+    s = scores(R([0.5 + 1e-3, 20.2], [[[0.1, -0.1 + 1e-4]]]), want)
+    assert s["loss_err"] == pytest.approx(0.2) and s["loss_score"] == pytest.approx(0.01)
+    assert s["grad_err"] == pytest.approx(1e-4)
+    assert scores(R([np.nan, 20.0], [[[0.1, -0.1]]]), want)["loss_err"] == np.inf
+
+
+def test_a_planted_drift_is_found_and_its_case_reproduces_it(register_backends, tmp_path):
+    """A loss off by 1e-7 * T * max|logit|: the search reaches its worst corner (T = 4096 at
+    the largest scale: an error of at least 1e-7 * 4096 * 1e4 = 4.1), and `compare` on the
+    case file it wrote measures the same error for that backend, none for the reference."""
+    register_backends("drifts", "cliff_backends:DriftsWithTAndScale")
+    result = datasheet(["drifts"], stages=("precision",), dtypes=["float32"], budget=25,
+                       out=tmp_path / "run", progress=False)
+    worst = result.summary["sheets"]["drifts"]["precision"]["float32"]["loss"]
+    assert worst["loss_err"] >= 1e-7 * T_RANGE[1] * SCALE_RANGE[1]
+    assert worst["genes"]["T"] == T_RANGE[1]
+    assert (tmp_path / "run" / worst["case_file"]).is_file()
+    case_dir = tmp_path / "run" / "cases"
+    res = CliRunner().invoke(cli, ["compare", "--no-plot", "--cases", str(case_dir), "--case",
+                                   "worst_loss_drifts_float32", "--backend", "drifts",
+                                   "--backend", "numpy", "--format", "json",
+                                   "--out", str(tmp_path / "compare")])
+    rows = {r["backend"]: r for r in json.loads(res.stdout)["rows"]}
+    assert rows["drifts"]["abs_err"] == pytest.approx(worst["loss_err"], rel=1e-6)
+    assert rows["numpy"]["abs_err"] <= 1e-6 * worst["loss_err"]

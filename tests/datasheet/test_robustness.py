@@ -1,0 +1,78 @@
+"""Malformed input to a backend's own framework call: each plugin's behaviour marked as what
+it is (raises, crashes, hangs, returns sane or garbage, not tested)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ctcbench.datasheet.robustness import PROBES, sane, try_malformed, valid_batch
+from ctcbench.datasheet.run import datasheet
+from ctcbench.runtime.registry import get_backend
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+NO_ANSWER = {p.name for p in PROBES if p.answer is None}
+
+
+def verdicts(name, register_backends, attr, tmp_path, timeout=60.0):
+    register_backends(name, f"cliff_backends:{attr}")
+    result = datasheet([name], stages=("robustness",), timeout=timeout, out=tmp_path / name,
+                       progress=False)
+    rows = result.summary["sheets"][name]["robustness"]
+    assert [r["item"] for r in rows] == [p.name for p in PROBES]
+    return {r["item"]: r for r in rows}
+
+
+def test_every_probe_changes_the_valid_batch():
+    """Each malformed input differs from the valid batch (or has another shape)."""
+    base = valid_batch()
+    for probe in PROBES:
+        b = probe.change(valid_batch())
+        assert any(b[k].shape != base[k].shape or not np.array_equal(b[k], base[k], equal_nan=True)
+                   for k in base), probe.name
+
+
+def test_sane_by_hand():
+    """An infeasible sample must be +inf, a NaN one not finite, a valid one its own loss."""
+    valid = np.array([3.0, 4.0])
+    assert sane([np.inf, 4.0], ("inf", "ok"), valid)[0]
+    assert not sane([700.0, 4.0], ("inf", "ok"), valid)[0]
+    assert sane([np.nan, 4.0], ("nan", "ok"), valid)[0]
+    assert not sane([1.5, 4.0], ("nan", "ok"), valid)[0]
+    assert not sane([np.inf, 4.5], ("inf", "ok"), valid)[0]
+    assert sane(np.zeros(0), ("empty",), valid)[0] and not sane([0.0], ("empty",), valid)[0]
+
+
+def test_a_raw_call_that_segfaults_is_marked_crashes(register_backends, tmp_path):
+    """Segfaults on what a CTCProblem refuses, answers right otherwise: every input without an
+    answer crashes (the worker restarted each time), the others are sane or crash."""
+    got = verdicts("raw-segv", register_backends, "RawSegfaults", tmp_path)
+    for name in NO_ANSWER:
+        assert got[name]["verdict"] == "crashes" and "SIGSEGV" in got[name]["detail"], name
+    assert got["target longer than input"]["verdict"] == "returns sane"
+    assert got["repeats need more frames"]["verdict"] == "returns sane"
+
+
+def test_a_raw_call_that_returns_garbage_is_marked_so(register_backends, tmp_path):
+    """0.5 for every sample whatever the input: garbage for every input that has no answer
+    and wherever a value is checked, except the empty batch (no samples, no losses: right)."""
+    got = verdicts("raw-garbage", register_backends, "RawGarbage", tmp_path)
+    assert got.pop("empty batch")["verdict"] == "returns sane"
+    assert {r["verdict"] for r in got.values()} == {"returns garbage"}
+    assert "a finite loss 0.5" in got["NaN in a valid frame"]["detail"]
+
+
+def test_raises_and_hangs_and_no_hook(register_backends, tmp_path):
+    """A raw call that raises is "raises" with its message; one that never answers "hangs"
+    within the timeout; a backend with no hook "not tested"."""
+    got = verdicts("raw-raises", register_backends, "RawRaises", tmp_path)
+    assert {r["verdict"] for r in got.values()} == {"raises"}
+    assert "refused by the framework" in got["label >= C"]["detail"]
+    register_backends("raw-hangs", "cliff_backends:RawHangs")
+    hangs = get_backend("raw-hangs", isolated=True)
+    try:
+        row = try_malformed(hangs, PROBES[0], timeout_s=1.5, valid=np.array([1.0, 1.0]))
+    finally:
+        hangs.close()
+    assert row["status"] == "hangs" and "1.5 s" in row["detail"]
+    got = verdicts("raw-none", register_backends, "NoRawHook", tmp_path)
+    assert {r["verdict"] for r in got.values()} == {"not tested"}
