@@ -160,6 +160,11 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
     bad = [a for a in axes if a not in AXES]
     expect(not bad, "--axes", f"some of {', '.join(AXES)}", ", ".join(bad))
     names = _names(list(backends or []), all_backends)
+    for name in names if not all_backends else ():  # before any folder is made
+        try:
+            get_backend(name, isolated=False)
+        except BackendUnavailable as exc:
+            fail("--backend", f"a backend that runs here ({name!r} cannot: {exc})", name)
     check_out(KIND, out, resume=resume)
     config = {"backends": names, "all": all_backends, "dtypes": list(dtypes or []),
               "budget_s": budget, "timeout_s": timeout, "max_memory": max_memory,
@@ -186,9 +191,7 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
             write = writer(name, None)
             try:
                 backend = get_backend(name, isolated=True)
-            except BackendUnavailable as exc:
-                if not all_backends:
-                    fail("--backend", f"a backend that runs here ({name!r} cannot: {exc})", name)
+            except BackendUnavailable as exc:  # with --all; a named one was checked above
                 if (name, None, "info", "backend") not in done:
                     write({"stage": "info", "item": "backend", "status": "skipped",
                            "detail": str(exc)})

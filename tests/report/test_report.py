@@ -171,12 +171,12 @@ class Loaded:
         self.page.goto(path.resolve().as_uri())
         self.page.wait_for_load_state("load")
 
-    def check_and_shoot(self, shot: Path) -> None:
-        """No request left the file, no console error, no None/NaN text in a table cell, every
-        plot decoded; then a full-page screenshot."""
+    def check_and_shoot(self, shot: Path, cells: str = "td, th") -> None:
+        """No request left the file, no console error, no None/NaN text in a table cell (of
+        those ``cells`` selects), every plot decoded; then a full-page screenshot."""
         assert all(u.startswith(("file://", "data:")) for u in self.requests), self.requests
         assert not self.errors, self.errors
-        cells = self.page.eval_on_selector_all("td, th", "els => els.map(e => e.innerText.trim())")
+        cells = self.page.eval_on_selector_all(cells, "els => els.map(e => e.innerText.trim())")
         # a missing value on its own; an id such as torch-nan-gradient-... is no missing value
         missing = r"(?<![\w-])(None|nan|NaN|null|undefined)(?![\w-])"
         assert not [c for c in cells if re.search(missing, c)]
@@ -314,3 +314,30 @@ def test_fuzz_report_in_browser(browser, runs, shots):
 def _write(run: Path) -> Path:
     from ctcbench.drivers import write_report
     return write_report([run])
+
+
+def test_datasheet_report_in_browser(browser, shots, tmp_path, register_backends, monkeypatch):
+    """Two backends side by side: one column each, linked to its own section; the planted
+    cliff's limit reads "300 (wrong at 301)" in the table and in its section, with the plot
+    of the sizes tried; numba's malformed-input rows are all there."""
+    from ctcbench.datasheet.robustness import PROBES
+    monkeypatch.setenv("CTCBENCH_THREADS", "1")
+    register_backends("wrong-past-L300", "cliff_backends:WrongPastL300")
+    run = tmp_path / "ds"
+    res = _cli("datasheet", "--backend", "wrong-past-L300,numba", "--stages", "limits,robustness",
+               "--axes", "L", "--budget", "20", "--timeout", "5", "--out", run)
+    assert res.exit_code == 0, res.output
+    page = Loaded(browser, run / "report.html")
+    side = page.page.locator("table.datasheet")
+    assert side.locator("thead th a").all_inner_texts() == ["wrong-past-L300", "numba"]
+    row = side.locator("tbody tr", has_text="correct up to L (float32)").locator("td").all_inner_texts()
+    assert row[0] == "300 (wrong at 301)" and row[1].startswith(">= ")
+    section = page.page.locator("section#ds-wrong-past-L300")
+    cells = section.locator("table").first.locator("tbody tr td").all_inner_texts()
+    assert cells[0] == "L" and cells[2:4] == ["300", "301"] and cells[4].startswith("wrong")
+    assert section.locator("img").count() == 1
+    items = page.page.locator("section#ds-numba table.robustness tbody tr td:first-child")
+    assert items.all_inner_texts() == [p.name for p in PROBES]
+    # the malformed inputs hold NaN on purpose; every other cell must not
+    page.check_and_shoot(shots / "datasheet.png",
+                         cells="table:not(.robustness) td, table:not(.robustness) th")

@@ -1,0 +1,83 @@
+"""`ctcbench datasheet` through the real CLI: the table, JSON, the page, resume after a torn
+log, and bad options as one line."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ctcbench.cli import cli
+from ctcbench.datasheet.robustness import PROBES
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_datasheet_json_and_table(tmp_path):
+    """numpy's malformed-input probes and repeat calls: JSON holds its sheet, the table one
+    row per property, the folder its page, exports and rows."""
+    runner = CliRunner()
+    res = runner.invoke(cli, ["datasheet", "--backend", "numpy", "--stages",
+                              "robustness,determinism", "--format", "json",
+                              "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    sheet = json.loads(res.stdout)["backends"]["numpy"]
+    assert [r["item"] for r in sheet["robustness"]] == [p.name for p in PROBES]
+    assert sheet["determinism"]["float32"]["status"] == "identical"
+    for name in ("report.html", "datasheet.json", "datasheet.md", "rows.jsonl", "meta.json"):
+        assert (tmp_path / "a" / name).is_file(), name
+    res = runner.invoke(cli, ["datasheet", "--backend", "numpy", "--stages", "determinism",
+                              "--out", str(tmp_path / "b")])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["numpy"] and lines[-1].split()[:3] == ["repeat", "calls", "(float32)"]
+    assert "identical (5 calls)" in lines[-1]
+
+
+def test_resume_after_a_torn_log_keeps_each_probe_once(register_backends, tmp_path):
+    """Cut rows.jsonl inside its last line: --resume drops it, runs only what is missing, and
+    the verdict is the uninterrupted run's, every key once."""
+    register_backends("crash-past-T700", "cliff_backends:CrashPastT700")
+    args = ["datasheet", "--backend", "crash-past-T700", "--stages", "limits", "--axes", "T",
+            "--timeout", "5", "--out", str(tmp_path / "run")]
+    runner = CliRunner()
+    assert runner.invoke(cli, args).exit_code == 0
+    log = tmp_path / "run" / "rows.jsonl"
+    whole = [json.loads(line) for line in log.read_text().splitlines()]
+    data = log.read_bytes()
+    cut = data.rstrip(b"\n").rfind(b"\n") + 1  # the last row (the verdict) ...
+    cut = data.rfind(b"\n", 0, cut - 1) + 10  # ... gone, and the probe before it torn
+    log.write_bytes(data[:cut])
+    res = runner.invoke(cli, [*args, "--resume"])
+    assert res.exit_code == 0, res.output
+    again = [json.loads(line) for line in log.read_text().splitlines()]
+    keys = [(r["backend"], r["dtype"], r["stage"], r["item"]) for r in again]
+    assert len(keys) == len(set(keys)) == len(whole)
+    verdict = next(r for r in again if r["stage"] == "limit")
+    assert (verdict["correct"], verdict["failing"], verdict["past_status"]) == (700, 701, "crashes")
+
+
+BAD = [  # (args, fragments of the one Error line)
+    (["--backend", "nope"], ["--backend: expected one of", "got nope"]),
+    ([], ["--backend: expected a backend name (or --all)"]),
+    (["--all", "--backend", "numpy"], ["--all: expected no --backend beside it"]),
+    (["--backend", "numpy", "--stages", "limits,speling"], ["--stages: expected some of", "speling"]),
+    (["--backend", "numpy", "--axes", "Q"], ["--axes: expected some of T, L, C, N, label, TL", "Q"]),
+    (["--backend", "numpy", "--dtype", "float8"], ["--dtype: expected some of", "float8"]),
+    (["--backend", "numpy", "--timeout", "0"], ["--timeout"]),
+    (["--backend", "numpy", "--resume"], ["--resume: expected --out DIR"]),
+    (["--backend", "needs-missing"], ["--backend: expected a backend that runs here"]),
+]
+
+
+@pytest.mark.parametrize("args,fragments", BAD, ids=[" ".join(a) or "nothing" for a, _ in BAD])
+def test_bad_options_are_one_line(args, fragments, register_backends, tmp_path, monkeypatch):
+    """Each bad command line: exit code 1 or 2 (click's own), one Error line naming the
+    option, no traceback, no run folder."""
+    register_backends("needs-missing", "misbehaving_backends:NeedsMissingPackage")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["datasheet", *args])
+    assert res.exit_code in (1, 2) and "Traceback" not in res.output, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and all(f in last for f in fragments), res.output
+    assert not (tmp_path / "reports").exists()
