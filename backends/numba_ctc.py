@@ -86,8 +86,10 @@ class NumbaBackend:
             raise BackendUnavailable("numba is not installed", INSTALL_HINT)
         self.compile_seconds: dict[str, float] = {}
 
-    def run(self, problem: CTCProblem, *, grad_weights=None) -> "NumbaResult":
-        """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient."""
+    def _prepare(self, problem: CTCProblem, grad_weights):
+        """What a run needs before the kernel: the thread count, the memory check, the
+        kernel's input arrays, and the kernel compiled for them; returns
+        ``(numba, kernels, args, threads, notes)``."""
         import numba
 
         from ctcbench.backends import numba_kernels
@@ -112,34 +114,59 @@ class NumbaBackend:
             t0 = time.perf_counter()
             numba_kernels.ctc_batch.compile(
                 tuple(numba.typeof(a) for a in args)
-                + (numba.float64[::1], numba.float64[:, :, ::1], numba.boolean[::1]))
+                + (numba.float64[::1], numba.float64[:, :, ::1], numba.int8[::1]))
             self.compile_seconds[key] = time.perf_counter() - t0
             notes.append(f"numba: kernel for {key} logits compiled or loaded from the disk "
                          f"cache in {self.compile_seconds[key]:.2f} s (before the run)")
+        return numba, numba_kernels, args, threads, notes
+
+    @staticmethod
+    def _launch(numba, kernels, args, threads, T, N, C):
+        """One call of the kernel into fresh outputs: ``(loss (N,), grad (T, N, C), path (N,))``."""
         loss = np.empty(N)  # (N,)
         grad = np.empty((T, N, C))  # (T, N, C); the kernel writes every element
-        log_space = np.zeros(N, dtype=np.bool_)  # (N,)
+        path = np.zeros(N, dtype=np.int8)  # (N,) numba_kernels.FAST / TILTED / LOG_SPACE
         if T > 0:
             with _launch_lock:
                 numba.set_num_threads(threads)  # both per calling thread, so under the lock
                 numba.set_parallel_chunksize(CHUNK_SIZE)
-                numba_kernels.ctc_batch(*args, loss, grad, log_space)
+                kernels.ctc_batch(*args, loss, grad, path)
         else:  # no frames: only an empty target has a path
-            loss[:] = np.where(problem.target_lengths == 0, 0.0, np.inf)
+            loss[:] = np.where(args[3] == 0, 0.0, np.inf)
+        return loss, grad, path
+
+    def run(self, problem: CTCProblem, *, grad_weights=None) -> "NumbaResult":
+        """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient."""
+        T, N, C, L = problem.shape
+        numba, kernels, args, threads, notes = self._prepare(problem, grad_weights)
+        loss, grad, path = self._launch(numba, kernels, args, threads, T, N, C)
+        log_space = path == kernels.LOG_SPACE
+        tilted = path == kernels.TILTED
+        if tilted.any():
+            notes.append(f"tilted probability-space rescue for samples "
+                         f"{np.flatnonzero(tilted).tolist()}")
         if log_space.any():
             notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
-        return NumbaResult(loss, grad, log_space, threads, notes)
+        return NumbaResult(loss, grad, log_space, threads, notes, tilted=tilted)
 
-    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
-        """This backend's own entry point is ctcbench's: a CTCProblem of the arrays (which
-        raises ValueError for malformed input), then ``run``."""
-        result = self.run(CTCProblem(logits, targets, input_lengths, target_lengths, blank=blank))
-        return result.loss, result.grad_logits
+    def kernel(self, problem: CTCProblem):
+        """What `bench` times: the kernel on the problem's arrays, converted, checked and
+        compiled for once here (as a training step holds its tensors), into fresh outputs per
+        call, as ``run`` does; returns ``(loss (N,), grad (T, N, C))``. ``run`` adds the
+        conversions, the memory check (a read of /proc/meminfo, ~30 us) and the notes."""
+        T, N, C, _ = problem.shape
+        numba, kernels, args, threads, _ = self._prepare(problem, None)
+
+        def call():
+            loss, grad, _ = self._launch(numba, kernels, args, threads, T, N, C)
+            return loss, grad
+        return call
 
 
 @dataclass
 class NumbaResult:
-    """The backend result; ``log_space (N,)`` marks samples computed in log space."""
+    """The backend result; ``log_space (N,)`` marks samples computed in log space, ``tilted
+    (N,)`` those the tilted probability-space rescue computed (docs/numba.md)."""
 
     loss: np.ndarray  # (N,)
     grad_logits: np.ndarray  # (T, N, C)
@@ -147,3 +174,4 @@ class NumbaResult:
     threads: int = 1
     notes: list[str] = field(default_factory=list)
     compute_dtype: str = "float64"
+    tilted: np.ndarray | None = field(default=None, repr=False)  # (N,) bool: the rescue

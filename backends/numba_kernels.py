@@ -45,7 +45,8 @@ SCALE_FLUSH = 1e-50
 # at L=200, 2.74 against 2.47 at L=40 (docs/numba.md, step 9). Either way the sums' order
 # depends on L alone.
 MERGE_MIN_L = 64
-WORKSPACE_GAP = 64  # doubles between the arrays of a sample's workspace (see sample_fast)
+WORKSPACE_GAP = 64
+FAST, TILTED, LOG_SPACE = 0, 1, 2  # the path a sample took (ctc_batch's ``path``)  # doubles between the arrays of a sample's workspace (see sample_fast)
 
 
 @njit(**JIT)
@@ -425,6 +426,284 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
     return loss
 
 
+# -- the tilted rescue: probability space for samples the fast path's guards turned down ----
+TILT_PERIOD = 16  # frames between two adjustments of the tilt
+TILT_PAIRS = 4  # the slope is read over this many (blank, label) pairs either side
+TILT_STEP_MAX = 1.0  # most the tilt changes at one adjustment (per state), and at most
+TILT_RANGE = 300.0  # this divided by S, so that exp(delta * (s - centre)) stays finite
+TILT_MAX = 40.0  # |tilt| at most this: exp(-2 * tilt) stays a normal float64
+
+
+@njit(**JIT)
+def tilt_factors(F, delta, centre, L):
+    """``F (2L + 3,)``: ``exp(-delta (s - centre))`` at each state ``s`` in the row layout
+    (blank ``j`` at ``[j]`` is ``s = 2j``, label ``j`` at ``[L + 2 + j]`` is ``s = 2j + 1``),
+    0 at the two pads."""
+    for j in range(L + 1):
+        F[j] = math.exp(-delta * (2 * j - centre))
+    F[L + 1] = 0.0
+    for j in range(L):
+        F[L + 2 + j] = math.exp(-delta * (2 * j + 1 - centre))
+    F[2 * L + 2] = 0.0
+
+
+@njit(**JIT)
+def forward_row_tilted(p, a, e, k, skip, L, q, q2):
+    """:func:`forward_row_split` with an entry from one state back weighted ``q`` and from two
+    states back ``q2 = q**2``: the recursion of ``alpha(s) exp(-tilt s)``, ``q = exp(-tilt)``."""
+    eb = e[0] * k
+    pb = p[:L + 1]
+    pl = p[L + 1:2 * L + 2]
+    pc = p[L + 2:2 * L + 2]
+    el = e[1:L + 1]
+    ab = a[:L + 1]
+    al = a[L + 2:2 * L + 2]
+    sb = 0.0
+    sl = 0.0
+    for j in range(L + 1):
+        v = eb * (pb[j] + q * pl[j])
+        ab[j] = v
+        sb += v
+    for j in range(L):
+        v = el[j] * k * (pc[j] + q * pb[j] + q2 * (skip[j] * pl[j]))
+        al[j] = v
+        sl += v
+    a[L + 1] = 0.0
+    a[2 * L + 2] = 0.0
+    return sb + sl
+
+
+@njit(**JIT)
+def backward_row_tilted(nb, cb, e1, kb, skip, a, P, L, q, q2):
+    """:func:`backward_row_split` of ``beta(s) exp(tilt s)``: a step one state on weighted
+    ``q``, two states on ``q2`` (see :func:`forward_row_tilted`)."""
+    eb = e1[0] * kb
+    nbb = nb[:L + 1]
+    nbb1 = nb[1:L + 1]
+    nbl = nb[L + 2:2 * L + 3]
+    nbl1 = nb[L + 3:2 * L + 3]
+    el = e1[1:L + 2]
+    el1 = e1[2:L + 2]
+    sk1 = skip[1:L + 1]
+    cbb = cb[:L + 1]
+    cbl = cb[L + 2:2 * L + 2]
+    ab = a[:L + 1]
+    al = a[L + 2:2 * L + 2]
+    db = 0.0
+    zb = 0.0
+    for j in range(L + 1):
+        v = nbb[j] * eb + q * (nbl[j] * el[j]) * kb
+        cbb[j] = v
+        db += v
+        zb += ab[j] * v
+    dl = 0.0
+    zl = 0.0
+    for j in range(L):
+        v = (nbl[j] * el[j] + q2 * (sk1[j] * (nbl1[j] * el1[j]))) * kb + q * (nbb1[j] * eb)
+        cbl[j] = v
+        dl += v
+        r = al[j] * v
+        P[j] = r
+        zl += r
+    return db + dl, zb, zl
+
+
+@njit(**JIT)
+def tilt_step(a, t, T_n, L, S):
+    """How much to add to the tilt at frame ``t`` (a multiple of ``TILT_PERIOD``), and the
+    centre state of the factors, from the (tilted) forward row ``a``: the slope of its log
+    per state around the state a linear alignment would be in at ``t``, so that the tilted
+    row is flat there. Capped at ``TILT_STEP_MAX`` and ``TILT_RANGE / S``; a side that
+    underflowed to 0 counts as the cap."""
+    j_lin = (L * t + (T_n - 1) // 2) // (T_n - 1)  # pair index, rounded
+    lo = max(0, j_lin - TILT_PAIRS)
+    hi = min(L, j_lin + TILT_PAIRS)
+    cap = min(TILT_STEP_MAX, TILT_RANGE / S)
+    if hi <= lo:
+        return 0.0, 2.0 * j_lin
+    m_lo = a[lo] + (a[L + 2 + lo] if lo < L else 0.0)
+    m_hi = a[hi] + (a[L + 2 + hi] if hi < L else 0.0)
+    if m_lo > 0.0 and m_hi > 0.0:
+        delta = (math.log(m_hi) - math.log(m_lo)) / (2.0 * (hi - lo))
+    elif m_hi > 0.0:
+        delta = cap
+    elif m_lo > 0.0:
+        delta = -cap
+    else:
+        delta = 0.0
+    delta = min(max(delta, -cap), cap)
+    return delta, 2.0 * j_lin
+
+
+@njit(**JIT)
+def sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip):
+    """The rescue: :func:`sample_fast`'s recursion on ``alpha_t(s) exp(-tilt_t s)`` and
+    ``beta_t(s) exp(tilt_t s)``, whose products are still ``alpha * beta``; returns the loss,
+    or NaN when its guards (the fast path's) fail too. Random or uniform logits at T in the
+    thousands put the normalised forward rows' mass far ahead of the states the posterior
+    lies in, and the backward rows' far behind, until their overlap underflows; every
+    ``TILT_PERIOD`` frames the tilt is changed by the slope of the log forward row around the
+    linear alignment's state (:func:`tilt_step`), which flattens both there. The change is a
+    factor per state applied to the forward row at that frame and, in the backward pass, to
+    the next frame's beta row at the same frame; the tilt's weights ``exp(-tilt)`` and
+    ``exp(-2 tilt)`` enter the transitions (:func:`forward_row_tilted`). Checkpointed like
+    :func:`sample_fast` (the segment rows are recomputed with the same factors)."""
+    if L == 0:  # one state: nothing to tilt
+        return np.nan
+    S = 2 * L + 1
+    W = 2 * L + 3
+    K = segment_frames(T_n, L)
+    n_seg = -(-T_n // K)
+    n_per = -(-T_n // TILT_PERIOD)
+    G = WORKSPACE_GAP
+    o_first = K * W + G
+    o_cs = o_first + n_seg * W + G
+    o_tilt = o_cs + T_n + G
+    o_dl = o_tilt + n_per + G
+    o_ct = o_dl + n_per + G
+    o_e = o_ct + n_per + G
+    o_e1 = o_e + L + 2 + G
+    o_nb = o_e1 + L + 2 + G
+    o_cb = o_nb + W + G
+    o_F = o_cb + W + G
+    o_P = o_F + W + G
+    o_skip = o_P + L + G
+    ws = np.empty(o_skip + L + 1 + G)  # one workspace, as in sample_fast
+    A = ws[:K * W].reshape((K, W))  # (K, W) one segment's tilted forward rows
+    first = ws[o_first:o_first + n_seg * W].reshape((n_seg, W))  # (n_seg, W)
+    cs = ws[o_cs:o_cs + T_n]  # (T_n,) forward row sums (after the factors)
+    tilt = ws[o_tilt:o_tilt + n_per]  # (n_per,) the tilt in each period of frames
+    dl = ws[o_dl:o_dl + n_per]  # (n_per,) the change at the period's first frame
+    ct = ws[o_ct:o_ct + n_per]  # (n_per,) and the centre state of its factors
+    e = ws[o_e:o_e + L + 2]
+    e1 = ws[o_e1:o_e1 + L + 2]
+    nb = ws[o_nb:o_nb + W]
+    cb = ws[o_cb:o_cb + W]
+    F = ws[o_F:o_F + W]  # (W,) the factors of one change (tilt_factors)
+    P = ws[o_P:o_P + L]
+    sk = ws[o_skip:o_skip + L + 1]
+    for j in range(L + 1):
+        sk[j] = skip[j]
+    skip = sk
+    log_scale = 0.0
+    scale = 1.0
+    mu = 0.0  # the tilted rows are alpha exp(-tilt s + mu) / (row sums): mu sums delta * centre
+    if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, e):
+        return np.nan
+    for i in range(W):
+        A[0, i] = 0.0
+    A[0, 0] = e[0]
+    A[0, L + 2] = e[1]
+    c_prev = A[0, 0] + A[0, L + 2]
+    cs[0] = c_prev
+    if c_prev < SAFE_FLOOR:
+        return np.nan
+    first[0] = A[0]
+    tilt[0] = 0.0
+    dl[0] = 0.0
+    ct[0] = 0.0
+    lam = 0.0
+    i = 0
+    for t in range(1, T_n):
+        prev = i
+        i = i + 1 if i + 1 < K else 0
+        if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, e):
+            return np.nan
+        scale *= c_prev
+        if not SCALE_FLUSH <= scale <= 1.0 / SCALE_FLUSH:
+            log_scale += math.log(scale)
+            scale = 1.0
+        q = math.exp(-lam)
+        s = forward_row_tilted(A[prev], A[i], e, 1.0 / c_prev, skip, L, q, q * q)
+        if t % TILT_PERIOD == 0:
+            p = t // TILT_PERIOD
+            delta, centre = tilt_step(A[i], t, T_n, L, S)
+            delta = min(max(lam + delta, -TILT_MAX), TILT_MAX) - lam
+            dl[p] = delta
+            ct[p] = centre
+            if delta != 0.0:
+                tilt_factors(F, delta, centre, L)
+                a = A[i]
+                for c in range(W):
+                    a[c] *= F[c]
+                s = row_sum(a, 0, W)
+                lam += delta
+                mu += delta * centre
+            tilt[p] = lam
+        if not (s >= SAFE_FLOOR and s < np.inf):
+            return np.nan
+        if i == 0:
+            first[t // K] = A[0]
+        c_prev = s
+        cs[t] = s
+    last = A[i]
+    # Z = (row sums) * sum over the two final states of alpha' exp(lam s - mu): blank L is
+    # s = 2L, label L - 1 is s = 2L - 1
+    el = math.exp(lam)
+    final = last[2 * L + 1] + last[L] * el
+    if not (final > 0.0 and final < np.inf):
+        return np.nan
+    loss = -(log_scale + math.log(scale) + math.log(final) + lam * (2 * L - 1) - mu)
+
+    for i in range(W):
+        nb[i] = 0.0
+        cb[i] = 0.0
+    t = T_n - 1
+    cb[L] = el  # beta' = exp(lam s - mu) at the final states, up to a constant
+    cb[2 * L + 1] = 1.0
+    zb = last[L] * el
+    zl = last[2 * L + 1]
+    d = el + 1.0
+    if not overlap_is_safe(zb + zl, cs[t], d):
+        return np.nan
+    zinv = w / (zb + zl)
+    row = grad[t, n]
+    gather_emissions(row, tg, L, blank, e)
+    if w != 1.0:
+        for c in range(row.shape[0]):
+            row[c] *= w
+    row[blank] -= zb * zinv
+    row[tg[L - 1]] -= zl * zinv
+    for seg in range(n_seg - 1, -1, -1):
+        t0 = seg * K
+        if seg < n_seg - 1:  # recompute this segment's rows, factors included
+            A[0] = first[seg]
+            for i in range(1, K):
+                tau = t0 + i
+                gather_emissions(grad[tau, n], tg, L, blank, e1)
+                q = math.exp(-tilt[(tau - 1) // TILT_PERIOD])
+                forward_row_tilted(A[i - 1], A[i], e1, 1.0 / cs[tau - 1], skip, L, q, q * q)
+                if tau % TILT_PERIOD == 0 and dl[tau // TILT_PERIOD] != 0.0:
+                    tilt_factors(F, dl[tau // TILT_PERIOD], ct[tau // TILT_PERIOD], L)
+                    a = A[i]
+                    for c in range(W):
+                        a[c] *= F[c]
+        for t in range(min(t0 + K, T_n - 1) - 1, t0 - 1, -1):
+            nb, cb = cb, nb
+            e, e1 = e1, e
+            row = grad[t, n]
+            gather_emissions(row, tg, L, blank, e)
+            if (t + 1) % TILT_PERIOD == 0 and dl[(t + 1) // TILT_PERIOD] != 0.0:
+                # frame t + 1 began a period: its beta' to the tilt before it
+                tilt_factors(F, dl[(t + 1) // TILT_PERIOD], ct[(t + 1) // TILT_PERIOD], L)
+                for c in range(W):
+                    nb[c] *= F[c]
+            q = math.exp(-tilt[t // TILT_PERIOD])
+            d, zb, zl = backward_row_tilted(nb, cb, e1, 1.0 / d, skip, A[t - t0], P, L, q,
+                                            q * q)
+            z = zb + zl
+            if not (d >= SAFE_FLOOR and d < np.inf and overlap_is_safe(z, cs[t], d)):
+                return np.nan
+            zinv = w / z
+            if w != 1.0:
+                for c in range(row.shape[0]):
+                    row[c] *= w
+            row[blank] -= zb * zinv
+            for j in range(L):
+                row[tg[j]] -= P[j] * zinv
+    return loss
+
+
 @njit(**JIT)
 def log_emissions(x, lse_t, lab, lp):
     """``lp (S,)``: log-probability of each extended state's class, ``x[lab[s]] - lse_t``."""
@@ -456,9 +735,7 @@ def shift_to_max(row, start, stop):
     """Subtract the largest of ``row[start:stop]`` from it and return that (0 if all are
     -inf), so that log rows stay near 0: their values would otherwise grow with T, and with
     them the rounding of every ``m + log(...)``."""
-    m = -np.inf
-    for s in range(start, stop):
-        m = max(m, row[s])
+    m = row_max(row[start:stop])
     if m == -np.inf:
         return 0.0
     for s in range(start, stop):
@@ -469,11 +746,9 @@ def shift_to_max(row, start, stop):
 @njit(**JIT)
 def log_posterior_row(a, b, post):
     """``post (S,)`` proportional to ``exp(a[s + 2] + b[s])``, largest 1; returns its sum."""
-    m = -np.inf
     for s in range(post.shape[0]):
-        v = a[s + 2] + b[s]
-        post[s] = v
-        m = max(m, v)
+        post[s] = a[s + 2] + b[s]
+    m = row_max(post)
     for s in range(post.shape[0]):
         post[s] = exp_nonpositive(post[s] - m)
     return row_sum(post, 0, post.shape[0])
@@ -505,16 +780,15 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
     log_shift = 0.0  # what shift_to_max took off the forward rows so far
     for t in range(T_n):
         x = logits[t, n]
-        m = -np.inf
-        for c in range(C):
-            m = max(m, np.float64(x[c]))
+        m = row_max(x)
         total = 0.0
         for c in range(C):
-            total += math.exp(np.float64(x[c]) - m)
-        lse[t] = m + math.log(total)
+            total += exp_nonpositive(np.float64(x[c]) - m)
+        lse_t = m + math.log(total)
+        lse[t] = lse_t
         row = grad[t, n]
         for c in range(C):
-            row[c] = w * math.exp(np.float64(x[c]) - lse[t])
+            row[c] = w * exp_nonpositive(np.float64(x[c]) - lse_t)
         log_emissions(x, lse[t], lab, lp)
         if t == 0:
             A[0, :] = -np.inf
@@ -570,9 +844,10 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
 
 @njit(parallel=True, **JIT)
 def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
-              log_space):
-    """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``log_space (N,)``
-    (True where the sample took the log-space path) for ``logits (T, N, C)`` float32/64,
+              path):
+    """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``path (N,)`` int8
+    (the path each sample took: ``FAST``, ``TILTED`` or ``LOG_SPACE``) for ``logits (T, N, C)``
+    float32/64,
     ``targets (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64. Callers
     should launch it with ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in
     here, it would keep numba from caching the compiled kernel."""
@@ -585,7 +860,7 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
         for j in range(1, L):
             if tg[j] == tg[j - 1]:
                 repeats += 1
-        log_space[n] = False
+        path[n] = FAST
         if T_n == 0 or T_n < L + repeats:  # no frames, or too few: only an empty target fits
             loss[n] = 0.0 if L == 0 else np.inf
             for t in range(T):
@@ -597,8 +872,11 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
                 skip[j] = 1.0
         value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip)
         if np.isnan(value):
+            value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
+            path[n] = TILTED
+        if np.isnan(value):
             value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
-            log_space[n] = True
+            path[n] = LOG_SPACE
         loss[n] = value
         for t in range(T_n, T):  # padded frames: zero, never read
             grad[t, n, :] = 0.0

@@ -326,18 +326,86 @@ def _long_double_ctc(x, target, blank=0):
 
 
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
-def test_long_log_space_sample_keeps_its_precision(numba_backend):
-    """Random logits at T=59999 send the sample to log space, whose rows would grow with T
-    (to ~1e5) and round the gradient 1.2e-10 off unless shifted back to 0 each frame: within
-    1e-11 of an 80-bit oracle (the float64 reference is 1.2e-10 off too), padded frames zero."""
+def test_long_random_sample_keeps_its_precision(numba_backend):
+    """Random logits at T=59999 fail the fast path's guards; the tilted rescue takes them
+    (log space before it, whose rows would grow with T to ~1e5 and round the gradient
+    1.2e-10 off unless shifted back to 0 each frame): within 1e-11 of an 80-bit oracle (the
+    float64 reference is 1.2e-10 off), padded frames zero."""
     rng = np.random.default_rng(1)
     T, C, L = 60100, 5, 40
     logits = rng.normal(size=(T, 2, C))
     targets = rng.integers(1, C, size=(2, L))
     result = numba_backend.run(CTCProblem(logits, targets, [T, 59999], [L, L - 1]))
-    assert result.raw.log_space.all()
+    assert result.raw.tilted.all()
     loss, grad = _long_double_ctc(logits[:59999, 1], list(targets[1, :L - 1]))
     assert result.loss[1] == pytest.approx(float(loss), rel=1e-13)
     np.testing.assert_allclose(result.grad_logits[:59999, 1], grad.astype(np.float64), rtol=0,
                                atol=1e-11)
     assert not result.grad_logits[59999:, 1].any()
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
+def test_tilted_rescue_matches_long_double_oracle(numba_backend):
+    """Random N(0,1) logits at T=3000 C=10 L=120 fail the fast path's guards (the normalised
+    forward and backward rows stop overlapping): the tilted rescue takes both samples, padded
+    and weighted, within 1e-12 (loss) and 1e-11 (gradient) of the 80-bit recursion."""
+    rng = np.random.default_rng(3)
+    T, C, L = 3000, 10, 120
+    logits = rng.normal(size=(T, 2, C))
+    targets = rng.integers(1, C, size=(2, L))
+    targets[0, 10:14] = 3  # repeats: no skip there
+    lengths = [T, 2900]
+    w = [0.5, 1.0]
+    result = numba_backend.run(CTCProblem(logits, targets, lengths, [L, L - 7]),
+                               grad_weights=w)
+    assert result.raw.tilted.all() and not result.raw.log_space.any()
+    for n, (T_n, L_n) in enumerate(zip(lengths, [L, L - 7])):
+        loss, grad = _long_double_ctc(logits[:T_n, n], list(targets[n, :L_n]))
+        assert result.loss[n] == pytest.approx(float(loss), rel=1e-12)
+        np.testing.assert_allclose(result.grad_logits[:T_n, n], w[n] * grad.astype(np.float64),
+                                   rtol=0, atol=1e-11)
+        assert not result.grad_logits[T_n:, n].any()
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
+def test_log_space_path_keeps_its_precision_at_long_T():
+    """The log-space path by itself (the rescue takes random logits now, so called directly)
+    at T=59999: its rows are shifted back to 0 each frame, else they grow to ~1e5 and round
+    the gradient 1.2e-10 off; within 1e-11 of the 80-bit oracle."""
+    from ctcbench.backends import numba_kernels
+    rng = np.random.default_rng(1)
+    T, C, L = 59999, 5, 39
+    logits = rng.normal(size=(T, 1, C))
+    target = rng.integers(1, C, size=L).astype(np.int64)
+    grad = np.empty((T, 1, C))
+    loss = numba_kernels.sample_log_space(logits, grad, 0, target, T, L, 0, 1.0)
+    want_loss, want_grad = _long_double_ctc(logits[:, 0], list(target))
+    assert loss == pytest.approx(float(want_loss), rel=1e-13)
+    np.testing.assert_allclose(grad[:, 0], want_grad.astype(np.float64), rtol=0, atol=1e-11)
+
+
+def test_results_do_not_depend_on_thread_count_or_allocator_state(numba_backend, monkeypatch):
+    """A loop that stores and sums gets a runtime alias check whose scalar fallback adds in
+    another order; with a sample's arrays allocated apart, its outcome followed the
+    allocator and 1 and 2 threads differed in the last bit. Random problems (fast path and
+    rescue), 1 and 2 threads, other allocations in between: the same bits every time."""
+    import numba
+    rng = np.random.default_rng(23)
+    problems = [random_problem(rng, T=int(rng.integers(5, 90)), N=int(rng.integers(1, 6)),
+                               C=int(rng.integers(3, 30)), L=int(rng.integers(0, 20)))
+                for _ in range(8)]
+    logits = rng.normal(size=(3000, 2, 10))  # long random samples: the tilted rescue
+    problems.append(CTCProblem(logits, rng.integers(1, 10, size=(2, 120)), [3000, 2950],
+                               [120, 117]))
+    counts = [1, 2] if numba.config.NUMBA_NUM_THREADS >= 2 else [1, 1]
+    for problem in problems:
+        runs = []
+        for threads in counts * 2:
+            junk = [np.empty(int(rng.integers(1, 300))) for _ in range(int(rng.integers(0, 40)))]
+            monkeypatch.setenv(THREADS_ENV, str(threads))
+            runs.append(numba_backend.run(problem))
+            del junk
+        for other in runs[1:]:
+            np.testing.assert_array_equal(other.loss, runs[0].loss)
+            np.testing.assert_array_equal(other.grad_logits, runs[0].grad_logits)
+    assert runs[0].raw.tilted.any()
