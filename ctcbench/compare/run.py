@@ -6,9 +6,6 @@ The checks of one row are in ``ctcbench.compare.checks``, the table in
 """
 from __future__ import annotations
 
-import importlib.metadata
-import types
-
 import numpy as np
 
 from ctcbench.caselib.library import load_cases, select_cases
@@ -19,29 +16,10 @@ from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.progress import Progress
 from ctcbench.runtime.protocol import BackendUnavailable
-from ctcbench.runtime.registry import REFERENCE, backend_names, get_backend
+from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,
+                                       get_backend)
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.files import atomic_write, to_json
-
-
-def _versions(backends) -> dict:
-    """Versions of each backend's libraries: the package holding its implementation, the
-    modules it holds on to (e.g. ``self.torch``) and any names in its ``packages`` attribute."""
-    dists = importlib.metadata.packages_distributions()
-    out = {}
-    for b in backends:
-        tops = {type(b.impl).__module__.split(".")[0]}
-        tops |= {v.__name__.split(".")[0] for v in vars(b.impl).values()
-                 if isinstance(v, types.ModuleType)} if hasattr(b.impl, "__dict__") else set()
-        tops |= set(b.traits.packages)
-        out[b.name] = {}
-        for top in sorted(tops):
-            for d in dists.get(top, [top]):
-                try:
-                    out[b.name][d] = importlib.metadata.version(d)
-                except importlib.metadata.PackageNotFoundError:
-                    pass
-    return out
 
 
 def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
@@ -126,7 +104,7 @@ def _run(run, names, cases, dtypes, jobs, preps, bar):
                     "cases": [c.name for c in cases], "dtypes": list(dtypes or []),
                     "tolerances": {f"{case.name}/{dtype}": _tolerance(case, dtype)
                                    for case, dtype in jobs},
-                    "backend_versions": _versions(ready), "resumed_rows": len(kept)})
+                    "backend_versions": backend_versions(ready), "resumed_rows": len(kept)})
     for row in rows:
         run.log.append(row)
     bar.stage("compare", total=len(jobs) * len(ready), unit="runs")

@@ -103,7 +103,7 @@ PROBES: tuple[Malformed, ...] = (
 )
 
 
-def _valid_losses() -> np.ndarray:
+def valid_losses() -> np.ndarray:
     """The valid batch's two losses, from the float64 reference (the oracle of "ok")."""
     b = valid_batch()
     problem = CTCProblem(b["logits"], b["targets"], b["input_lengths"], b["target_lengths"])
@@ -155,6 +155,6 @@ def try_malformed(backend, probe: Malformed, *, timeout_s: float, valid=None) ->
     if probe.answer is None:
         return {**row, "status": "returns", "sane": False,
                 "detail": f"returned {got} for an input that has no answer"}
-    ok, why = sane(out.loss, probe.answer, _valid_losses() if valid is None else valid)
+    ok, why = sane(out.loss, probe.answer, valid_losses() if valid is None else valid)
     return {**row, "status": "returns", "sane": ok,
             "detail": f"returned {got}" + ("" if ok else f": {why}")}

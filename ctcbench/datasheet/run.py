@@ -16,13 +16,12 @@ import pandas as pd
 from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
 from ctcbench.bench.sizes import TARGET_SIZES, make_problem
 from ctcbench.caselib.judge import loss_error, max_error, problem_tolerance
-from ctcbench.compare.run import _versions
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.kind import KIND
 from ctcbench.datasheet.limits import WARM_UP, limits, warm_up
 from ctcbench.datasheet.precision import CLIMBS, worst_precision
-from ctcbench.datasheet.robustness import PROBES, _valid_losses, try_malformed
+from ctcbench.datasheet.robustness import PROBES, try_malformed, valid_losses
 from ctcbench.datasheet.sheet import sheets, write_exports
 from ctcbench.errors import expect, fail
 from ctcbench.fuzz.casefile import write_case
@@ -30,7 +29,8 @@ from ctcbench.fuzz.judge import problem_of
 from ctcbench.progress import Progress
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
-from ctcbench.runtime.registry import REFERENCE, backend_names, get_backend
+from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,
+                                       get_backend)
 
 STAGES = ("limits", "precision", "robustness", "determinism", "speed")
 SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
@@ -204,7 +204,7 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
                        "device": backend.traits.device, "dtypes": taken,
                        "nondeterministic": backend.traits.nondeterministic,
                        "raw_ctc": backend.traits.has_raw_ctc,
-                       "versions": _versions([backend]).get(name, {})})
+                       "versions": backend_versions([backend]).get(name, {})})
             if "limits" in stages:
                 oracle = _oracle(name, fast=True)
                 for dtype in main:
@@ -234,7 +234,7 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
                                 f"ctcbench datasheet found")
                     writer(name, dtype)(verdict)
             if "robustness" in stages:
-                valid = _valid_losses()
+                valid = valid_losses()
                 for malformed in PROBES:
                     if (name, None, "robustness", malformed.name) in done:
                         continue

@@ -13,6 +13,8 @@ see ``ctcbench.runtime.worker``; a crash or hang there raises :class:`BackendCra
 """
 from __future__ import annotations
 
+import importlib.metadata
+import types
 import warnings
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -240,3 +242,24 @@ def list_backends() -> list[BackendInfo]:
             infos.append(BackendInfo(name, True, source=source,
                                      nondeterministic=backend.traits.nondeterministic))
     return infos
+
+
+def backend_versions(backends) -> dict:
+    """name -> {distribution: version} of each ``LoadedBackend``'s libraries: the package
+    holding its implementation, the modules it holds on to (e.g. ``self.torch``) and any
+    names in its ``packages`` trait."""
+    dists = importlib.metadata.packages_distributions()
+    out = {}
+    for b in backends:
+        tops = {type(b.impl).__module__.split(".")[0]}
+        tops |= {v.__name__.split(".")[0] for v in vars(b.impl).values()
+                 if isinstance(v, types.ModuleType)} if hasattr(b.impl, "__dict__") else set()
+        tops |= set(b.traits.packages)
+        out[b.name] = {}
+        for top in sorted(tops):
+            for d in dists.get(top, [top]):
+                try:
+                    out[b.name][d] = importlib.metadata.version(d)
+                except importlib.metadata.PackageNotFoundError:
+                    pass
+    return out
