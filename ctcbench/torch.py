@@ -35,6 +35,27 @@ PREFERRED_BACKEND = "numba"
 FALLBACK_BACKEND = REFERENCE
 
 
+_default: list = [None, None]  # [registry state, the default LoadedBackend resolved in it]
+
+
+def _default_key() -> tuple:
+    """What the default backend depends on: the preferred and fallback names and the
+    backends registered or unregistered in this process (entry points are read once)."""
+    from ctcbench.runtime import registry
+    return (PREFERRED_BACKEND, FALLBACK_BACKEND,
+            tuple((name, id(target)) for name, target in registry._added.items()),
+            frozenset(registry._hidden))
+
+
+def _resolve_default() -> LoadedBackend:
+    if PREFERRED_BACKEND in backend_names():
+        try:
+            return get_backend(PREFERRED_BACKEND)
+        except BackendUnavailable:
+            pass
+    return get_backend(FALLBACK_BACKEND)
+
+
 def resolve_backend(backend=None) -> LoadedBackend:
     """A :class:`~ctcbench.runtime.registry.LoadedBackend` for ``backend``: a registry name, one already
     loaded (kept, so an isolated backend's worker process is reused), or ``None`` for the
@@ -42,12 +63,10 @@ def resolve_backend(backend=None) -> LoadedBackend:
     if isinstance(backend, LoadedBackend):
         return backend
     if backend is None:
-        if PREFERRED_BACKEND in backend_names():
-            try:
-                return get_backend(PREFERRED_BACKEND)
-            except BackendUnavailable:
-                pass
-        return get_backend(FALLBACK_BACKEND)
+        key = _default_key()
+        if _default[0] != key:  # resolved once per registry state: listing the registry reads
+            _default[:] = [key, _resolve_default()]  # the entry points, ~5 ms a call
+        return _default[1]
     if isinstance(backend, str):
         return get_backend(backend)  # KeyError listing the known names; BackendUnavailable
     raise TypeError(f"backend: expected a registry name, a LoadedBackend or None, "

@@ -248,3 +248,15 @@ def test_bad_arguments_are_named(call, error, message):
     z, targets, il, tl = _random_batch(23)
     with pytest.raises(error, match=message):
         call((z.log_softmax(-1), targets, il, tl))
+
+
+def test_default_backend_is_resolved_once_per_registry_state(register_backends, monkeypatch):
+    """Listing the registry reads the entry points (~5 ms, more than the loss itself at
+    training sizes): backend=None resolves once and again only when the registry changes."""
+    first = ctorch.resolve_backend(None)
+    assert ctorch.resolve_backend(None) is first
+    monkeypatch.setattr(ctorch, "PREFERRED_BACKEND", "preferred-test")
+    register_backends("preferred-test", NumpyWithoutGradWeights)
+    assert ctorch.resolve_backend(None).name == "preferred-test"
+    ctcbench.unregister_backend("preferred-test")
+    assert ctorch.resolve_backend(None).name == "numpy"
