@@ -111,7 +111,8 @@ EXAMPLE = re.compile(r"^```(?:console)?\n\$ (ctcbench [^\n]*)\n(.*?)^```", re.S 
 RUN = ("backends", "cases", "compare", "bench")  # run again here; header and rows must match
 HEADER_ONLY = {"convergence": "minutes of training; a 2-step run of the same grid prints the header"}
 NOT_RUN = {"doctor": "reads the reader's own file", "predict": "reads a checkpoint and images",
-           "fuzz": "runs for its --budget seconds"}
+           "fuzz": "runs for its --budget seconds",
+           "datasheet": "runs for its --budget seconds per backend, plus its other stages"}
 PLUGINS = {"merges-repeats": "wrong_backends:MergesRepeats",  # the docs' plugins: the tests' own
            "segv-always": "misbehaving_backends:SegfaultAlways"}
 KEY_COLUMNS = {"backends": 1, "cases": 3, "compare": 4, "bench": 6}  # the columns a row must repeat

@@ -61,3 +61,19 @@ def test_zero_is_a_loss():
     """An empty target on no frames has probability 1: loss 0 breaks nothing."""
     problem = CTCProblem(np.zeros((1, 1, 2)), np.zeros((1, 0), np.int64), [0], [0])
     assert broken_loss_invariants(problem, np.array([0.0])) == []
+
+
+@pytest.mark.parametrize("C,drift,broken", [(8, 5e-4, True), (2**20, 5e-4, False),
+                                            (2**20, 5e-2, True)])
+def test_a_row_sum_may_drift_like_sqrt_C_in_float32(C, drift, broken):
+    """The closed-form gradient softmax - one-hot with the softmax scaled by (1 + drift), as
+    a float32 normaliser summed over C classes leaves it: every entry is within 1e-9 of the
+    truth at C = 2**20, the row sums to ``drift``. That is round-off at 2**20 classes (allowed
+    8 eps sqrt(C) ~ 1e-3 more), a wrong gradient at 8 classes or at drift 5e-2."""
+    from ctcbench.core.invariants import broken_invariants
+    logits = np.zeros((1, 1, C), np.float32)  # (T, N, C) uniform: softmax 1/C everywhere
+    problem = CTCProblem(logits, np.array([[1]]), np.array([1]), np.array([1]))
+    grad = np.full((1, 1, C), (1 + drift) / C)  # (T, N, C)
+    grad[0, 0, 1] -= 1.0  # the one path through label 1
+    found = broken_invariants(problem, np.array([math.log(C)]), grad)
+    assert bool([b for b in found if "row sums to 0" in b]) == broken, found
