@@ -142,6 +142,106 @@ def _check(budget, timeout, max_memory, stages, dtypes, seed, repeat) -> None:
         fail("--repeat", "a positive integer", repr(repeat))
 
 
+class _Sheet:
+    """One backend's stages in an open run folder: each writes its rows as they are finished
+    and skips what ``done`` (the rows the folder holds, by key) already has."""
+
+    def __init__(self, name: str, run, done: dict, bar, config: dict):
+        self.name, self.run, self.done, self.bar, self.config = name, run, done, bar, config
+        self.backend, self.taken, self.main = None, [], []
+
+    def write(self, row: dict, dtype: str | None = None) -> None:
+        row = {"backend": self.name, "dtype": dtype, **row}
+        self.run.log.append(row)
+        self.done[self.name, dtype, row["stage"], row["item"]] = row
+
+    def writer(self, dtype):
+        return lambda row: self.write(row, dtype)
+
+    def has(self, dtype, stage: str, item: str) -> bool:
+        return (self.name, dtype, stage, item) in self.done
+
+    def done_for(self, dtype) -> dict:
+        return {(s, i): r for (b, d, s, i), r in self.done.items() if b == self.name and d == dtype}
+
+    def load(self, dtypes) -> bool:
+        """Start the backend in its worker; False (and a "skipped" row) where it cannot run."""
+        try:
+            self.backend = get_backend(self.name, isolated=True)
+        except BackendUnavailable as exc:  # with --all; a named one was checked before
+            if not self.has(None, "info", "backend"):
+                self.write({"stage": "info", "item": "backend", "status": "skipped",
+                            "detail": str(exc)})
+            return False
+        b = self.backend
+        self.taken = [d for d in (dtypes or FLOAT_DTYPES) if _takes(b, d)]
+        self.main = [d for d in self.taken if d in (dtypes or ("float32",))] or self.taken[:1]
+        if not self.has(None, "info", "backend"):
+            self.write({"stage": "info", "item": "backend", "status": "ok",
+                        "device": b.traits.device, "dtypes": self.taken,
+                        "nondeterministic": b.traits.nondeterministic,
+                        "raw_ctc": b.traits.has_raw_ctc,
+                        "versions": backend_versions([b]).get(self.name, {})})
+        return True
+
+    def limits(self) -> None:
+        c = self.config
+        oracle = _oracle(self.name, fast=True)
+        for dtype in self.main:
+            warm_up(oracle, dtype)
+            limits(self.backend, oracle, dtype, axes=c["axes"],
+                   budget_s=c["budget_s"] * SHARE["limits"] / len(self.main),
+                   timeout_s=c["timeout_s"], max_bytes=c["max_memory"], seed=c["seed"],
+                   done=self.done_for(dtype), write=self.writer(dtype), progress=self.bar)
+
+    def precision(self) -> None:
+        c = self.config
+        oracle = _oracle(self.name, fast=False)
+        for dtype in self.taken:
+            if self.has(dtype, "precision", dtype):
+                continue
+            warm_up(oracle, dtype)
+            verdict = worst_precision(
+                self.backend, oracle, dtype,
+                budget_s=c["budget_s"] * SHARE["precision"] / len(self.taken), seed=c["seed"],
+                done=self.done_for(dtype), write=self.writer(dtype), progress=self.bar)
+            for key in CLIMBS:
+                if key in verdict:
+                    verdict[key]["case_file"] = _case(
+                        self.run.run_dir, f"worst_{key}_{self.name}_{dtype}".replace("-", "_"),
+                        verdict[key]["build"], dtype, f"the largest {CLIMBS[key]} of "
+                        f"{self.name} in {dtype} that ctcbench datasheet found")
+            self.write(verdict, dtype)
+
+    def robustness(self) -> None:
+        valid = valid_losses()
+        for malformed in PROBES:
+            if not self.has(None, "robustness", malformed.name):
+                self.bar.note(f"{self.name} malformed: {malformed.name}")
+                self.write(try_malformed(self.backend, malformed, valid=valid,
+                                         timeout_s=min(self.config["timeout_s"], 30.0)))
+                self.bar.update()
+
+    def determinism(self) -> None:
+        for dtype in self.main:
+            if self.has(dtype, "determinism", DETERMINISM_SIZE.label):
+                continue
+            self.bar.note(f"{self.name} {dtype} determinism")
+            try:
+                row = determinism(self.backend, dtype)
+            except Exception as exc:  # what it raised is the row's answer
+                row = {"stage": "determinism", "item": DETERMINISM_SIZE.label,
+                       "status": "failed", "detail": f"{type(exc).__name__}: {exc}"[:500]}
+            self.write(row, dtype)
+
+    def speed(self) -> None:
+        for dtype in self.main:
+            if dtype in ("float32", "float64"):  # what bench measures
+                todo = [z for z in TARGET_SIZES if not self.has(dtype, "speed", z.label)]
+                for row in _speed(self.name, dtype, todo, self.config["repeat"], self.bar):
+                    self.write(row, dtype)
+
+
 def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget: float = 120.0,
               timeout: float = 60.0, max_memory: int = 2 * 2**30, stages=STAGES,
               axes=tuple(AXES), seed: int = 0, repeat: int = 3, out=None, resume: bool = False,
@@ -172,92 +272,16 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
     with open_run(KIND, out, resume=resume) as run, \
             Progress("datasheet", unit="probes", enabled=progress) as bar:
         kept = run.rows()
-        done = {(r.get("backend"), r.get("dtype"), r.get("stage"), r.get("item")): r for r in kept}
-        loaded = []
         run.write_meta(config)
-
-        def writer(name, dtype):
-            def write(row):
-                row = {"backend": name, "dtype": dtype, **row}
-                run.log.append(row)
-                done[name, dtype, row["stage"], row["item"]] = row
-            return write
-
-        def done_for(name, dtype):
-            return {(s, i): r for (b, d, s, i), r in done.items() if b == name and d == dtype}
-
+        done = {(r.get("backend"), r.get("dtype"), r.get("stage"), r.get("item")): r for r in kept}
         for name in names:
             bar.stage(f"datasheet {name}")
-            write = writer(name, None)
-            try:
-                backend = get_backend(name, isolated=True)
-            except BackendUnavailable as exc:  # with --all; a named one was checked above
-                if (name, None, "info", "backend") not in done:
-                    write({"stage": "info", "item": "backend", "status": "skipped",
-                           "detail": str(exc)})
-                continue
-            loaded.append(backend)
-            taken = [d for d in (dtypes or FLOAT_DTYPES) if _takes(backend, d)]
-            main = [d for d in taken if d in (dtypes or ("float32",))] or taken[:1]
-            if (name, None, "info", "backend") not in done:
-                write({"stage": "info", "item": "backend", "status": "ok",
-                       "device": backend.traits.device, "dtypes": taken,
-                       "nondeterministic": backend.traits.nondeterministic,
-                       "raw_ctc": backend.traits.has_raw_ctc,
-                       "versions": backend_versions([backend]).get(name, {})})
-            if "limits" in stages:
-                oracle = _oracle(name, fast=True)
-                for dtype in main:
-                    warm_up(oracle, dtype)
-                for dtype in main:
-                    limits(backend, oracle, dtype, axes=list(axes),
-                           budget_s=budget * SHARE["limits"] / len(main), timeout_s=timeout,
-                           max_bytes=max_memory, seed=seed, done=done_for(name, dtype),
-                           write=writer(name, dtype), progress=bar)
-            if "precision" in stages:
-                oracle = _oracle(name, fast=False)
-                for dtype in taken:
-                    warm_up(oracle, dtype)
-                for dtype in taken:
-                    if (name, dtype, "precision", dtype) in done:
-                        continue
-                    verdict = worst_precision(backend, oracle, dtype,
-                                              budget_s=budget * SHARE["precision"] / len(taken),
-                                              seed=seed, done=done_for(name, dtype),
-                                              write=writer(name, dtype), progress=bar)
-                    for key in CLIMBS:
-                        if key in verdict:
-                            verdict[key]["case_file"] = _case(
-                                run.run_dir, f"worst_{key}_{name}_{dtype}".replace("-", "_"),
-                                verdict[key]["build"], dtype,
-                                f"the largest {CLIMBS[key]} of {name} in {dtype} that "
-                                f"ctcbench datasheet found")
-                    writer(name, dtype)(verdict)
-            if "robustness" in stages:
-                valid = valid_losses()
-                for malformed in PROBES:
-                    if (name, None, "robustness", malformed.name) in done:
-                        continue
-                    bar.note(f"{name} malformed: {malformed.name}")
-                    write(try_malformed(backend, malformed, timeout_s=min(timeout, 30.0),
-                                        valid=valid))
-                    bar.update()
-            for dtype in main if "determinism" in stages else ():
-                if (name, dtype, "determinism", DETERMINISM_SIZE.label) not in done:
-                    bar.note(f"{name} {dtype} determinism")
-                    try:
-                        row = determinism(backend, dtype)
-                    except Exception as exc:
-                        row = {"stage": "determinism", "item": DETERMINISM_SIZE.label,
-                               "status": "failed", "detail": f"{type(exc).__name__}: {exc}"[:500]}
-                    writer(name, dtype)(row)
-            for dtype in main if "speed" in stages else ():
-                if dtype not in ("float32", "float64"):
-                    continue
-                todo = [s for s in TARGET_SIZES if (name, dtype, "speed", s.label) not in done]
-                for row in _speed(name, dtype, todo, repeat, bar):
-                    writer(name, dtype)(row)
-            backend.close()
+            sheet = _Sheet(name, run, done, bar, config)
+            if sheet.load(dtypes):
+                for stage in STAGES:
+                    if stage in stages:
+                        getattr(sheet, stage)()
+                sheet.backend.close()
         rows = run.rows()
         files = write_exports(run.run_dir, rows, run.meta)
     sheet = sheets(rows)
