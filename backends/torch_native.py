@@ -15,6 +15,8 @@ wrong and the gradient torch returns is not the gradient of that loss.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
@@ -26,6 +28,8 @@ from ctcbench.runtime.protocol import (
 )
 
 INSTALL_HINT = "pip install torch"
+# the aten ops that compute CTC in torch: cuDNN's, and the native CPU/CUDA kernel
+PATH_OPS = ("aten::_cudnn_ctc_loss", "aten::_ctc_loss")
 
 
 def _import_torch():
@@ -72,6 +76,34 @@ class TorchBackend:
     def _verify(self, loss) -> None:
         """Hook for backends that must prove which kernel ran."""
 
+    def _traced_ctc(self, problem: CTCProblem, log_probs, inputs):
+        """The loss call of ``run``, and the note saying which aten op computed it, e.g.
+        ``"torch path: aten::_ctc_loss"`` (the native kernel) or ``"torch path:
+        aten::_cudnn_ctc_loss"`` (cuDNN), read off torch's profiler: its record of the op
+        names dispatched is the proof, not the flags that asked for a path. The first call on
+        a problem runs under the profiler; a later call on the same problem object (bench's
+        timed loop calls ``run`` on one problem many times) reuses that record while torch's
+        autograd node is of the same type, so the profiler costs one call per problem."""
+        torch = self.torch
+        seen = getattr(self, "_path_seen", None)  # (weakref to the problem, node type, note)
+        if seen is not None and seen[0]() is problem:
+            loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)
+            if type(loss.grad_fn).__name__ == seen[1]:
+                return loss, seen[2]
+        try:  # the legacy profiler starts in milliseconds; some builds only keep Kineto's
+            profiler = torch.autograd.profiler.profile(use_kineto=False)
+        except (TypeError, ValueError, RuntimeError):
+            profiler = torch.autograd.profiler.profile()
+        with profiler as prof:
+            loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)
+        names = {e.name for e in prof.function_events}
+        ran = [op for op in PATH_OPS if op in names]
+        note = ("torch path: " + ", ".join(ran) if ran else
+                "torch path: unknown (the profiler saw "
+                f"{', '.join(sorted(n for n in names if 'ctc' in n)) or 'no CTC op'})")
+        self._path_seen = (weakref.ref(problem), type(loss.grad_fn).__name__, note)
+        return loss, note
+
     def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
         """``grad_weights (N,)``: upstream gradient fed to ``backward`` (default ones)."""
         self._check(problem)
@@ -88,9 +120,9 @@ class TorchBackend:
         logits = torch.from_numpy(problem.logits.copy()).to(self.device, dtype)  # (T, N, C)
         log_probs = logits.log_softmax(-1).detach().requires_grad_()  # garbage frames stay garbage
         inputs = self._inputs(problem)
-        loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)  # (N,)
+        loss, path = self._traced_ctc(problem, log_probs, inputs)  # (N,), which aten op ran
         self._verify(loss)
-        notes = []
+        notes = [path]
         upstream = (torch.ones_like(loss) if grad_weights is None else
                     torch.as_tensor(grad_weights, dtype=loss.dtype, device=loss.device))  # (N,)
         finite = torch.isfinite(loss)
