@@ -21,12 +21,13 @@ def kinds() -> dict[str, RunKind]:
     return {name: importlib.import_module(f"ctcbench.{name}.kind").KIND for name in DRIVERS}
 
 
-def run_page(run_dir: Path, link_base: Path) -> dict:
-    """What the page shows of one run folder; one-line ValueError for a folder that is no
-    run, of a kind this version does not know, or of a newer row format."""
+def run_page(run_dir: Path, link_base: Path, body=None) -> dict:
+    """What the page shows of one run folder (``body(run_dir, meta, link_base)`` instead of its
+    kind's context, where given); one-line ValueError for a folder that is no run, of a kind
+    this version does not know, or of a newer row format."""
     run_dir = Path(run_dir)
     kind, meta = identify(run_dir, kinds())
-    body = kind.page_context(run_dir, meta, link_base)
+    body = (body or kind.page_context)(run_dir, meta, link_base)
     files = [p for pattern in ("rows.jsonl", "meta.json", *kind.exports)
              for p in sorted(run_dir.glob(pattern.rstrip("/"))) if p.name != "report.html"]
     links = [(p.name + ("/" if p.is_dir() else ""), Path(os.path.relpath(p, link_base)).as_posix())
@@ -60,6 +61,20 @@ def write_report(run_dirs, out: Path | None = None) -> Path:
         before_after = pair(runs[0]["body"]["rows"], runs[1]["body"]["rows"])
     title = "ctcbench " + " + ".join(dict.fromkeys(r["kind"] for r in runs)) + " report"
     return write_page(out, render_page(runs, title, before_after))
+
+
+def write_backend_pages(run_dir: Path) -> list[Path]:
+    """A datasheet folder's page of each backend alone, ``<run_dir>/pages/<backend>.html``
+    (``report.html`` holds them all side by side). Returns the paths written."""
+    from ctcbench.datasheet.page import backends, context
+    from ctcbench.report import render_page, write_page
+    run_dir = Path(run_dir)
+    out = []
+    for name in backends(run_dir):
+        path = run_dir / "pages" / f"{name}.html"
+        run = run_page(run_dir, path.parent, body=functools.partial(context, only=name))
+        out.append(write_page(path, render_page([run], f"ctcbench datasheet: {name}")))
+    return out
 
 
 def write_doctor_report(result, inputs: dict, out: Path, *, layout: str = "TNC",

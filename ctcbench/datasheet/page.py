@@ -11,9 +11,17 @@ from ctcbench.datasheet.sheet import PRECISION_LABELS, sheets, table
 from ctcbench.runs.store import RowLog
 
 
-def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
-    """The datasheet page of ``run_dir``."""
+def backends(run_dir: Path) -> list[str]:
+    """The backends ``run_dir`` holds a sheet of, in the order they were run."""
+    rows = RowLog(Path(run_dir) / "rows.jsonl").rows()
+    return list(dict.fromkeys(r["backend"] for r in rows if r.get("stage") == "info"))
+
+
+def context(run_dir: Path, meta: dict, link_base: Path, only: str | None = None) -> dict:
+    """The datasheet page of ``run_dir``: every backend side by side, or ``only`` that one."""
     rows = RowLog(Path(run_dir) / "rows.jsonl").rows(floats=KIND.floats)
+    if only is not None:
+        rows = [r for r in rows if r.get("backend") == only]
     sheet = sheets(rows)
     probes = {}  # backend -> dtype -> axis -> [probe rows in the order run]
     for r in rows:

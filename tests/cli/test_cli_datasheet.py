@@ -24,7 +24,8 @@ def test_datasheet_json_and_table(tmp_path):
     sheet = json.loads(res.stdout)["backends"]["numpy"]
     assert [r["item"] for r in sheet["robustness"]] == [p.name for p in PROBES]
     assert sheet["determinism"]["float32"]["status"] == "identical"
-    for name in ("report.html", "datasheet.json", "datasheet.md", "rows.jsonl", "meta.json"):
+    for name in ("report.html", "datasheet.json", "datasheet.md", "rows.jsonl", "meta.json",
+                 "pages/numpy.html"):
         assert (tmp_path / "a" / name).is_file(), name
     res = runner.invoke(cli, ["datasheet", "--backend", "numpy", "--stages", "determinism",
                               "--out", str(tmp_path / "b")])

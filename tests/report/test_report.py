@@ -325,7 +325,7 @@ def test_datasheet_report_in_browser(browser, shots, tmp_path, register_backends
     register_backends("wrong-past-L300", "cliff_backends:WrongPastL300")
     run = tmp_path / "ds"
     res = _cli("datasheet", "--backend", "wrong-past-L300,numba", "--stages", "limits,robustness",
-               "--axes", "L", "--budget", "20", "--timeout", "5", "--out", run)
+               "--axes", "L", "--budget", "60", "--max-memory", "64", "--timeout", "5", "--out", run)
     assert res.exit_code == 0, res.output
     page = Loaded(browser, run / "report.html")
     side = page.page.locator("table.datasheet")
@@ -341,3 +341,9 @@ def test_datasheet_report_in_browser(browser, shots, tmp_path, register_backends
     # the malformed inputs hold NaN on purpose; every other cell must not
     page.check_and_shoot(shots / "datasheet.png",
                          cells="table:not(.robustness) td, table:not(.robustness) th")
+    alone = Loaded(browser, run / "pages" / "wrong-past-L300.html")  # one backend's own page
+    assert alone.page.locator("table.datasheet thead th a").all_inner_texts() == ["wrong-past-L300"]
+    assert alone.page.locator("section.sheet").count() == 1
+    links = alone.page.eval_on_selector_all("a[href$='.jsonl']", "els => els.map(e => e.href)")
+    assert links and all(Path(href.removeprefix("file://")).is_file() for href in links)
+    alone.check_and_shoot(shots / "datasheet-one.png", cells="table:not(.robustness) td")
