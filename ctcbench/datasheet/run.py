@@ -29,12 +29,11 @@ from ctcbench.fuzz.judge import problem_of
 from ctcbench.progress import Progress
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
-from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,
-                                       get_backend)
+from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
+                                       backend_versions, get_backend)
 
 STAGES = ("limits", "precision", "robustness", "determinism", "speed")
 SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
-FAST_ORACLE = "numba"  # exact against the reference, fast at every size
 REPEATS = 5  # calls compared for determinism
 DETERMINISM_SIZE = TARGET_SIZES[1]  # T=200 N=16 C=50 L=40
 SPEED_THREADS = 1

@@ -19,12 +19,11 @@ from ctcbench.fuzz.judge import judge, problem_of
 from ctcbench.fuzz.problems import boundary_builds, builds, size, work
 from ctcbench.progress import Progress
 from ctcbench.runtime.protocol import BackendUnavailable
-from ctcbench.runtime.registry import REFERENCE, get_backend
+from ctcbench.runtime.registry import FAST_ORACLE, REFERENCE, get_backend
 
 # what is drawn, and examples per hypothesis call: the budget is shared by time between the two,
 # so a few large problems do not eat it (ctcbench.fuzz.problems)
 STRATEGIES = {"small": (builds, 25), "boundary": (boundary_builds, 5)}
-FAST_ORACLE = "numba"  # exact against the reference (its own tests, and fuzzed clean)
 SMALL_WORK = 100_000  # problems costing more (problems.work) are judged against FAST_ORACLE
 WARM_UP = {"generator": "table", "C": 3, "sample": [{"target": [1], "logits": [[0.0] * 3] * 3}]}
 

@@ -41,6 +41,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "torch": "ctcbench.backends.torch_native:TorchBackend",
     "torch-cuda": "ctcbench.backends.torch_native:TorchCudaBackend",
     "torch-cudnn": "ctcbench.backends.torch_native:TorchCudnnBackend",
+    "numba-cuda": "ctcbench.backends.numba_cuda:NumbaCudaBackend",  # our own CUDA kernel
     # Third-party frameworks, each isolated in its own worker process (ctcbench.runtime.worker).
     "optax": "ctcbench.backends.optax_ctc:OptaxBackend",
     "tf": "ctcbench.backends.tf_ctc:TFBackend",
@@ -55,6 +56,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
 }
 
 REFERENCE = "numpy"  # the exact float64 reference: compare, fuzz and the oracles check against it
+FAST_ORACLE = "numba"  # exact against REFERENCE (its own tests, fuzzed clean), fast at any size
 
 _added: dict[str, object] = {}  # name -> factory or "module:attr", set by register_backend()
 _hidden: set[str] = set()  # built-in or entry-point names taken away by unregister_backend()
