@@ -1,0 +1,171 @@
+"""The CUDA kernels of the ``numba-cuda`` backend (``backends/numba_cuda.py``), in numba.cuda.
+
+Shape letters as in :mod:`ctcbench.core.problem`; ``S = 2L + 1`` extended states (blank, l1,
+blank, ..., blank), of which sample ``n`` uses the first ``S_n = 2 * target_lengths[n] + 1``,
+over its first ``T_n = input_lengths[n]`` frames. Everything is in log space, in the dtype of
+the arrays passed (each kernel is compiled once per dtype, float32 or float64).
+
+Three kernels, launched in this order:
+
+``log_softmax``   one thread per ``(t, n)``: ``lp[t, n, :] = logits - logsumexp(logits)``
+                  over the classes, serially (max first). Padded frames are written 0 and
+                  never read. A ``-inf`` logit gives ``lp = -inf``: probability 0.
+``alpha_beta``    one thread block per sample; the block's threads stride over the states,
+                  with one ``cuda.syncthreads()`` per frame. ``alpha[t, n, s]`` (log forward
+                  variable, emission at ``t`` included), then ``beta[t, n, s]`` (log
+                  backward variable, emission at ``t`` excluded, as in
+                  :mod:`ctcbench.core.reference`), then ``loss[n] = -logsumexp(alpha[T_n - 1,
+                  n, S_n - 1], alpha[T_n - 1, n, S_n - 2])``. No path: ``-inf`` stays exactly
+                  ``-inf`` through every ``logaddexp``, so the loss is ``+inf``.
+``gradient``      one thread per ``(t, n)``, serially over the states:
+                  ``grad[t, n, c] = w[n] * (softmax[t, n, c] - sum over states s of class c of
+                  exp(alpha + beta - log_norm_t))``, with ``log_norm_t`` the logsumexp of
+                  ``alpha + beta`` over the states of that frame (``-loss`` up to round-off;
+                  dividing by the frame's own sum keeps each row summing to 0, as the
+                  reference does). Padded frames and samples with an infinite loss: 0.
+
+No float atomics and a fixed order of every sum, so two calls give the same bits.
+"""
+from __future__ import annotations
+
+import math
+
+from numba import cuda
+
+NEG_INF = -math.inf
+
+
+@cuda.jit(device=True)
+def _lse(a, b):
+    """log(exp(a) + exp(b)), exact for -inf; a and b of one dtype, and so is the result."""
+    if a == NEG_INF:
+        return b
+    if b == NEG_INF:
+        return a
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
+
+
+@cuda.jit(device=True)
+def _label(targets, n, s, blank):
+    """The class of extended state ``s`` of sample ``n``: blank at even ``s``."""
+    if s % 2 == 0:
+        return blank
+    return targets[n, s // 2]
+
+
+@cuda.jit
+def log_softmax(logits, input_lengths, lp):
+    """``lp (T, N, C) = log_softmax(logits (T, N, C))`` on valid frames, 0 on padded ones."""
+    i = cuda.grid(1)
+    T, N, C = logits.shape
+    if i >= T * N:
+        return
+    t = i // N
+    n = i - t * N
+    if t >= input_lengths[n]:
+        for c in range(C):
+            lp[t, n, c] = 0
+        return
+    m = logits[t, n, 0]
+    for c in range(1, C):
+        if logits[t, n, c] > m:
+            m = logits[t, n, c]
+    total = math.exp(logits[t, n, 0] - m)
+    for c in range(1, C):
+        total += math.exp(logits[t, n, c] - m)
+    shift = m + math.log(total)
+    for c in range(C):
+        lp[t, n, c] = logits[t, n, c] - shift
+
+
+@cuda.jit
+def alpha_beta(lp, targets, input_lengths, target_lengths, blank, alpha, beta, loss):
+    """One block per sample ``n = blockIdx.x``: ``alpha``, ``beta`` ``(T, N, S)`` on the
+    sample's frames and states, and ``loss (N,)``."""
+    n = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    step = cuda.blockDim.x
+    T_n = input_lengths[n]
+    L_n = target_lengths[n]
+    S_n = 2 * L_n + 1
+    if T_n == 0:  # no frames: only the empty target has a path (the whole block returns)
+        if tid == 0:
+            loss[n] = 0 if L_n == 0 else math.inf
+        return
+
+    # forward: alpha[0] from the two start states, then one frame per syncthreads
+    for s in range(tid, S_n, step):
+        if s < 2:
+            alpha[0, n, s] = lp[0, n, _label(targets, n, s, blank)]
+        else:
+            alpha[0, n, s] = NEG_INF
+    cuda.syncthreads()
+    for t in range(1, T_n):
+        for s in range(tid, S_n, step):
+            a = alpha[t - 1, n, s]
+            if s >= 1:
+                a = _lse(a, alpha[t - 1, n, s - 1])
+            if s >= 3 and s % 2 == 1 and targets[n, s // 2] != targets[n, s // 2 - 1]:
+                a = _lse(a, alpha[t - 1, n, s - 2])  # skip over a blank between labels
+            alpha[t, n, s] = a + lp[t, n, _label(targets, n, s, blank)]
+        cuda.syncthreads()
+    if tid == 0:
+        z = alpha[T_n - 1, n, S_n - 1]
+        if S_n >= 2:
+            z = _lse(z, alpha[T_n - 1, n, S_n - 2])
+        loss[n] = -z  # +inf when no path has mass
+
+    # backward: beta excludes the emission at t; the last frame ends in either final state
+    for s in range(tid, S_n, step):
+        if s >= S_n - 2:
+            beta[T_n - 1, n, s] = 0
+        else:
+            beta[T_n - 1, n, s] = NEG_INF
+    cuda.syncthreads()
+    for t in range(T_n - 2, -1, -1):
+        for s in range(tid, S_n, step):
+            b = beta[t + 1, n, s] + lp[t + 1, n, _label(targets, n, s, blank)]
+            if s + 1 < S_n:
+                b = _lse(b, beta[t + 1, n, s + 1] + lp[t + 1, n, _label(targets, n, s + 1, blank)])
+            if s + 2 < S_n and s % 2 == 1 and targets[n, s // 2 + 1] != targets[n, s // 2]:
+                b = _lse(b, beta[t + 1, n, s + 2] + lp[t + 1, n, targets[n, s // 2 + 1]])
+            beta[t, n, s] = b
+        cuda.syncthreads()
+
+
+@cuda.jit
+def gradient(lp, targets, input_lengths, target_lengths, blank, alpha, beta, loss, weights,
+             grad):
+    """One thread per ``(t, n)``: ``grad[t, n, :]`` w.r.t. the logits, serially over the
+    classes and the states (deterministic); 0 on padded frames and infinite losses."""
+    i = cuda.grid(1)
+    T, N, C = grad.shape
+    if i >= T * N:
+        return
+    t = i // N
+    n = i - t * N
+    if t >= input_lengths[n] or not loss[n] < math.inf:
+        for c in range(C):
+            grad[t, n, c] = 0
+        return
+    S_n = 2 * target_lengths[n] + 1
+    m = alpha[t, n, 0] + beta[t, n, 0]
+    for s in range(1, S_n):
+        v = alpha[t, n, s] + beta[t, n, s]
+        if v > m:
+            m = v
+    total = math.exp(alpha[t, n, 0] + beta[t, n, 0] - m)
+    for s in range(1, S_n):
+        total += math.exp(alpha[t, n, s] + beta[t, n, s] - m)
+    log_norm = m + math.log(total)  # this frame's log Z
+    for c in range(C):
+        grad[t, n, c] = math.exp(lp[t, n, c])
+    for s in range(S_n):
+        c = _label(targets, n, s, blank)
+        grad[t, n, c] -= math.exp(alpha[t, n, s] + beta[t, n, s] - log_norm)
+    w = weights[n]
+    if w != 1:
+        for c in range(C):
+            grad[t, n, c] *= w
