@@ -4,7 +4,9 @@ The kernels are in :mod:`ctcbench.backends.numba_kernels` (softmax, scaled forwa
 with a log-space fallback per sample, gradient w.r.t. the logits, all in one pass per
 sample). The adapter takes logits ``(T, N, C)`` in any float dtype and computes in float64
 (``compute_dtype = "float64"``): float16/bfloat16 logits are widened exactly to float32
-first, float32 ones are read as they are.
+first, float32 ones are read as they are. ``NumbaBackend(compute_dtype="float32")`` opts in
+to the float32 compute of :mod:`ctcbench.backends.numba_kernels32` (a float32 gradient;
+samples it cannot certify in float32 are computed in float64), never the default.
 
 Threads: ``CTCBENCH_THREADS`` (set by ``--threads``) or, unset, numba's default (one per
 core); a request above the cores numba started with is capped, with a note.
@@ -41,6 +43,7 @@ DEFAULT_LAYER = "workqueue"
 # Samples go to the threads one at a time: with equal shares decided up front, one thread slowed
 # by other load holds the whole call back (docs/numba.md, "Threads").
 CHUNK_SIZE = 1
+COMPUTE_DTYPES = ("float64", "float32")
 _launch_lock = threading.Lock()  # the workqueue layer takes one parallel launch at a time
 
 
@@ -81,9 +84,16 @@ class NumbaBackend:
 
     name = "numba"
 
-    def __init__(self):
+    def __init__(self, compute_dtype: str = "float64"):
+        """``compute_dtype``: ``"float64"`` (the default, for every logits dtype) or, opt-in,
+        ``"float32"``: the float32 fast path of :mod:`ctcbench.backends.numba_kernels32`
+        (samples it turns down are computed in float64; the gradient is float32)."""
+        if compute_dtype not in COMPUTE_DTYPES:
+            raise ValueError(f"compute_dtype: expected one of {', '.join(COMPUTE_DTYPES)}, "
+                             f"got {compute_dtype!r}")
         if importlib.util.find_spec("numba") is None:
             raise BackendUnavailable("numba is not installed", INSTALL_HINT)
+        self.compute_dtype = compute_dtype
         self.compile_seconds: dict[str, float] = {}
 
     def _prepare(self, problem: CTCProblem, grad_weights):
@@ -109,28 +119,32 @@ class NumbaBackend:
                 np.ascontiguousarray(problem.input_lengths, dtype=np.int64),
                 np.ascontiguousarray(problem.target_lengths, dtype=np.int64),
                 np.int64(problem.blank), weights)
-        key = logits.dtype.name
+        if self.compute_dtype == "float32":
+            from ctcbench.backends import numba_kernels32
+            kernel, grad_type = numba_kernels32.ctc_batch32, numba.float32[:, :, ::1]
+        else:
+            kernel, grad_type = numba_kernels.ctc_batch, numba.float64[:, :, ::1]
+        key = f"{logits.dtype.name}/{self.compute_dtype}"
         if key not in self.compile_seconds:
             t0 = time.perf_counter()
-            numba_kernels.ctc_batch.compile(
-                tuple(numba.typeof(a) for a in args)
-                + (numba.float64[::1], numba.float64[:, :, ::1], numba.int8[::1]))
+            kernel.compile(tuple(numba.typeof(a) for a in args)
+                           + (numba.float64[::1], grad_type, numba.int8[::1]))
             self.compile_seconds[key] = time.perf_counter() - t0
-            notes.append(f"numba: kernel for {key} logits compiled or loaded from the disk "
-                         f"cache in {self.compile_seconds[key]:.2f} s (before the run)")
-        return numba, numba_kernels, args, threads, notes
+            notes.append(f"numba: {self.compute_dtype} kernel for {logits.dtype.name} logits "
+                         f"compiled or loaded from the disk cache in "
+                         f"{self.compile_seconds[key]:.2f} s (before the run)")
+        return numba, kernel, args, threads, notes
 
-    @staticmethod
-    def _launch(numba, kernels, args, threads, T, N, C):
+    def _launch(self, numba, kernel, args, threads, T, N, C):
         """One call of the kernel into fresh outputs: ``(loss (N,), grad (T, N, C), path (N,))``."""
         loss = np.empty(N)  # (N,)
-        grad = np.empty((T, N, C))  # (T, N, C); the kernel writes every element
+        grad = np.empty((T, N, C), dtype=self.compute_dtype)  # (T, N, C); all written
         path = np.zeros(N, dtype=np.int8)  # (N,) numba_kernels.FAST / TILTED / LOG_SPACE
         if T > 0:
             with _launch_lock:
                 numba.set_num_threads(threads)  # both per calling thread, so under the lock
                 numba.set_parallel_chunksize(CHUNK_SIZE)
-                kernels.ctc_batch(*args, loss, grad, path)
+                kernel(*args, loss, grad, path)
         else:  # no frames: only an empty target has a path
             loss[:] = np.where(args[3] == 0, 0.0, np.inf)
         return loss, grad, path
@@ -138,16 +152,24 @@ class NumbaBackend:
     def run(self, problem: CTCProblem, *, grad_weights=None) -> "NumbaResult":
         """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient."""
         T, N, C, L = problem.shape
-        numba, kernels, args, threads, notes = self._prepare(problem, grad_weights)
-        loss, grad, path = self._launch(numba, kernels, args, threads, T, N, C)
-        log_space = path == kernels.LOG_SPACE
-        tilted = path == kernels.TILTED
+        from ctcbench.backends import numba_kernels as k
+
+        numba, kernel, args, threads, notes = self._prepare(problem, grad_weights)
+        loss, grad, path = self._launch(numba, kernel, args, threads, T, N, C)
+        log_space = path == k.LOG_SPACE
+        tilted = path == k.TILTED
+        in64 = (path != k.FAST) & (path != 4)  # 4: numba_kernels32.TILTED32
+        if self.compute_dtype == "float32" and in64.any():
+            notes.append(f"float32 compute: samples {np.flatnonzero(in64).tolist()} "
+                         f"computed in float64 (the float32 guards failed, or the table was "
+                         f"too large), gradient stored in float32")
         if tilted.any():
             notes.append(f"tilted probability-space rescue for samples "
                          f"{np.flatnonzero(tilted).tolist()}")
         if log_space.any():
             notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
-        return NumbaResult(loss, grad, log_space, threads, notes, tilted=tilted)
+        return NumbaResult(loss, grad, log_space, threads, notes, self.compute_dtype,
+                           tilted=tilted)
 
     def kernel(self, problem: CTCProblem):
         """What `bench` times: the kernel on the problem's arrays, converted, checked and
@@ -155,10 +177,10 @@ class NumbaBackend:
         call, as ``run`` does; returns ``(loss (N,), grad (T, N, C))``. ``run`` adds the
         conversions, the memory check (a read of /proc/meminfo, ~30 us) and the notes."""
         T, N, C, _ = problem.shape
-        numba, kernels, args, threads, _ = self._prepare(problem, None)
+        numba, kernel, args, threads, _ = self._prepare(problem, None)
 
         def call():
-            loss, grad, _ = self._launch(numba, kernels, args, threads, T, N, C)
+            loss, grad, _ = self._launch(numba, kernel, args, threads, T, N, C)
             return loss, grad
         return call
 

@@ -8,6 +8,8 @@ Versions alternate within each round, so load on a shared machine hits them alik
     git show HEAD~1:backends/numba_kernels.py > /tmp/before.py
     python benchmarks/numba_kernel.py /tmp/before.py backends/numba_kernels.py --rounds 2
     python benchmarks/numba_kernel.py backends/numba_kernels.py --threads 1,2 --repeat 11
+    python benchmarks/numba_kernel.py backends/numba_kernels.py \
+        backends/numba_kernels32.py --dtype float32   # float64 against float32 compute
 
 Per version and size: process CPU time per call (best and median of ``--repeat``, one
 thread: less sensitive to other processes than wall time) and ns per DP cell
@@ -29,20 +31,24 @@ SIZES = ["1000,32,100,200", "200,16,50,40", "50,8,20,10", "1000,8,5000,100"]
 
 
 def load_kernel(path: str):
-    """``ctc_batch`` of the kernel module file at ``path``, compiled without the disk cache."""
+    """``ctc_batch`` of the kernel module file at ``path`` (``ctc_batch32`` for a float32
+    one, ``numba_kernels32.py``), compiled without the disk cache."""
     source = Path(path).read_text().replace("cache=True", "cache=False")
     namespace = {"__name__": f"kernel_{Path(path).stem}"}
     exec(compile(source, path, "exec"), namespace)
-    return namespace["ctc_batch"]
+    return namespace.get("ctc_batch32") or namespace["ctc_batch"]
 
 
-def problem(T: int, N: int, C: int, L: int) -> tuple:
-    """The kernel's arguments and outputs for a random problem of these sizes."""
+def problem(T: int, N: int, C: int, L: int, dtype: str = "float64",
+            compute: str = "float64") -> tuple:
+    """The kernel's arguments and outputs for a random problem of these sizes: logits of
+    ``dtype``, the gradient of ``compute``."""
     rng = np.random.default_rng(0)
-    logits = rng.standard_normal((T, N, C))  # (T, N, C)
+    logits = rng.standard_normal((T, N, C)).astype(dtype)  # (T, N, C)
     targets = rng.integers(1, C, (N, L)).astype(np.int64)  # (N, L)
     return (logits, targets, np.full(N, T, np.int64), np.full(N, L, np.int64), np.int64(0),
-            np.ones(N), np.empty(N), np.empty((T, N, C)), np.zeros(N, np.int8))
+            np.ones(N), np.empty(N), np.empty((T, N, C), dtype=compute),
+            np.zeros(N, np.int8))
 
 
 def main() -> None:
@@ -53,6 +59,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="calls per version and round")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", default="1", help="1, or 1,2 for the thread speed-up")
+    parser.add_argument("--dtype", default="float64", help="logits dtype (float64, float32)")
     parser.add_argument("--chunksize", type=int, default=1, help="numba's parallel chunk size "
                         "(1: samples one at a time, as the adapter runs it; 0: numba's default)")
     args = parser.parse_args()
@@ -67,10 +74,13 @@ def main() -> None:
     kernels = {path: load_kernel(path) for path in args.versions}
     for size in args.size or SIZES:
         T, N, C, L = (int(x) for x in size.split(","))
-        call = problem(T, N, C, L)
         cells = T * N * (2 * L + 1)
+        calls = {path: problem(T, N, C, L, args.dtype,
+                               "float32" if path.endswith("32.py") else "float64")
+                 for path in kernels}
         for _ in range(args.rounds):
             for path, kernel in kernels.items():
+                call = calls[path]
                 numba.set_num_threads(1)
                 kernel(*call)  # compile, warm up
                 cpu, wall = [], {n: [] for n in threads}

@@ -116,7 +116,7 @@ class BackendCTCFunction(torch.autograd.Function):
     for why the gradient handed back for ``x`` is the backend's logits gradient."""
 
     @staticmethod
-    def forward(ctx, x, problem, backend, reduction, zero_infinity):
+    def forward(ctx, x, problem, backend, reduction, zero_infinity, said=None):
         N = problem.shape[1]
         w = reduction_weights(problem.target_lengths, reduction)  # (N,)
         with torch.enable_grad():  # forward runs without grad; torch-based backends need it
@@ -126,6 +126,8 @@ class BackendCTCFunction(torch.autograd.Function):
             else:
                 result = backend.run(problem)
                 grad = result.grad_logits * w[None, :, None]  # (T, N, C)
+        if said is not None:
+            said.append(result.compute_dtype)  # what the backend says it computed in
         loss = reduce_loss(result.loss, problem.target_lengths, reduction,
                            zero_infinity=zero_infinity)  # (N,) for "none", else a float
         infinite = np.isinf(result.loss)  # (N,) infeasible targets
@@ -143,11 +145,12 @@ class BackendCTCFunction(torch.autograd.Function):
     def backward(ctx, grad_output):
         (grad,) = ctx.saved_tensors  # (T, N, C)
         scale = grad_output[None, :, None] if ctx.per_sample else grad_output  # (1, N, 1) or ()
-        return grad * scale, None, None, None, None
+        return grad * scale, None, None, None, None, None
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
-             reduction: str = "mean", zero_infinity: bool = False, *, backend=None):
+             reduction: str = "mean", zero_infinity: bool = False, *, backend=None,
+             compute_dtype: str | None = None):
     """CTC loss by a registry backend, differentiable, as ``torch.nn.functional.ctc_loss``.
 
     Args:
@@ -171,19 +174,52 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
         its worker process lives across calls), or ``None``: ``"numba"`` when it is registered
         and available here, else ``"numpy"`` (the exact float64 reference).
 
+      compute_dtype: ``None`` (the backend's default: float64 for ``numba`` and ``numpy``), or
+        for backend ``numba`` (the default) ``"float64"`` or, opt-in, ``"float32"``: its float32
+        compute (within the case library's float32 tolerance; samples it cannot certify in
+        float32 are computed in float64). Never chosen unless asked.
+
     Returns:
       The loss in ``log_probs``' dtype and device (the backend computes in the dtype it
-      supports for it, e.g. float64 for ``numpy``, and the result is cast back).
+      supports for it, e.g. float64 for ``numpy``, and the result is cast back). Its
+      ``compute_dtype`` attribute says what the backend computed in (``"float32"``,
+      ``"float64"``, or ``None`` where the backend does not say).
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction: expected one of {', '.join(REDUCTIONS)}, got {reduction!r}")
     if not isinstance(zero_infinity, bool):
         raise ValueError(f"zero_infinity: expected True or False, got {zero_infinity!r}")
-    loaded = resolve_backend(backend)
+    loaded = _with_compute_dtype(resolve_backend(backend), compute_dtype)
     problem, unbatched = _problem(log_probs, targets, input_lengths, target_lengths, blank)
     x = log_probs.unsqueeze(1) if unbatched else log_probs  # (T, N, C)
-    loss = BackendCTCFunction.apply(x, problem, loaded, reduction, zero_infinity)
-    return loss.reshape(()) if unbatched else loss
+    said = []
+    loss = BackendCTCFunction.apply(x, problem, loaded, reduction, zero_infinity, said)
+    loss = loss.reshape(()) if unbatched else loss
+    loss.compute_dtype = said[0] if said else None
+    return loss
+
+
+_numba_by_dtype: dict = {}  # compute dtype -> LoadedBackend of numba computing in it
+
+
+def _with_compute_dtype(loaded: LoadedBackend, compute_dtype) -> LoadedBackend:
+    """``loaded``, or for ``compute_dtype`` a numba backend computing in that dtype (made
+    once per dtype); a ValueError for another backend or dtype."""
+    if compute_dtype is None:
+        return loaded
+    from ctcbench.backends.numba_ctc import COMPUTE_DTYPES, NumbaBackend
+    if compute_dtype not in COMPUTE_DTYPES:
+        raise ValueError(f"compute_dtype: expected None or one of {', '.join(COMPUTE_DTYPES)}, "
+                         f"got {compute_dtype!r}")
+    if loaded.name != "numba" or loaded.isolated:
+        raise ValueError(f"compute_dtype: only backend 'numba' (in-process) takes it, got "
+                         f"backend {loaded.name!r}")
+    if compute_dtype == getattr(loaded.impl, "compute_dtype", None):
+        return loaded
+    if compute_dtype not in _numba_by_dtype:
+        _numba_by_dtype[compute_dtype] = LoadedBackend(
+            "numba", NumbaBackend(compute_dtype=compute_dtype), loaded.traits)
+    return _numba_by_dtype[compute_dtype]
 
 
 class CTCLoss(torch.nn.Module):
@@ -191,7 +227,7 @@ class CTCLoss(torch.nn.Module):
     here, so an isolated backend keeps its worker process between calls."""
 
     def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False, *,
-                 backend=None):
+                 backend=None, compute_dtype: str | None = None):
         super().__init__()
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction: expected one of {', '.join(REDUCTIONS)}, "
@@ -199,11 +235,13 @@ class CTCLoss(torch.nn.Module):
         self.blank = blank
         self.reduction = reduction
         self.zero_infinity = zero_infinity
-        self.backend = resolve_backend(backend)
+        self.backend = _with_compute_dtype(resolve_backend(backend), compute_dtype)
+        self.compute_dtype = compute_dtype
 
     def forward(self, log_probs, targets, input_lengths, target_lengths):
         return ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
-                        self.reduction, self.zero_infinity, backend=self.backend)
+                        self.reduction, self.zero_infinity, backend=self.backend,
+                        compute_dtype=self.compute_dtype)
 
     def extra_repr(self) -> str:
         return (f"blank={self.blank}, reduction={self.reduction!r}, "

@@ -260,3 +260,31 @@ def test_default_backend_is_resolved_once_per_registry_state(register_backends, 
     assert ctorch.resolve_backend(None).name == "preferred-test"
     ctcbench.unregister_backend("preferred-test")
     assert ctorch.resolve_backend(None).name == "numpy"
+
+
+def test_float32_compute_when_asked_and_it_says_so():
+    """compute_dtype="float32" (numba's opt-in float32 compute) on float32 input: torch's loss
+    and gradient within float32 round-off; the loss says what it was computed in; the default
+    stays float64; another backend refuses the option."""
+    pytest.importorskip("numba")
+    z, targets, il, tl = _random_batch(41, T=30, N=4, C=6, S=5, infeasible=False)
+    z = z.float()
+    x = z.clone().requires_grad_()
+    ours = ctorch.ctc_loss(x.log_softmax(-1), targets, il, tl, reduction="sum",
+                           compute_dtype="float32")
+    ours.backward()
+    assert ours.compute_dtype == "float32" and ours.dtype == torch.float32
+    y = z.clone().requires_grad_()
+    want = F.ctc_loss(y.log_softmax(-1), targets, il, tl, reduction="sum")
+    want.backward()
+    torch.testing.assert_close(ours, want, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(x.grad, y.grad, rtol=0, atol=1e-5)
+    default = ctorch.ctc_loss(z.log_softmax(-1), targets, il, tl)
+    assert default.compute_dtype == "float64"
+    module = ctorch.CTCLoss(compute_dtype="float32")
+    assert module(z.log_softmax(-1), targets, il, tl).compute_dtype == "float32"
+    with pytest.raises(ValueError, match="compute_dtype: only backend 'numba'"):
+        ctorch.ctc_loss(z.log_softmax(-1), targets, il, tl, backend="numpy",
+                        compute_dtype="float32")
+    with pytest.raises(ValueError, match="compute_dtype: expected None or one of"):
+        ctorch.ctc_loss(z.log_softmax(-1), targets, il, tl, compute_dtype="half")

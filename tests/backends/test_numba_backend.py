@@ -409,3 +409,85 @@ def test_results_do_not_depend_on_thread_count_or_allocator_state(numba_backend,
             np.testing.assert_array_equal(other.loss, runs[0].loss)
             np.testing.assert_array_equal(other.grad_logits, runs[0].grad_logits)
     assert runs[0].raw.tilted.any()
+
+
+# -- the opt-in float32 compute --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def numba_float32():
+    from ctcbench.backends.numba_ctc import NumbaBackend
+    from ctcbench.runtime.protocol import BackendTraits
+    from ctcbench.runtime.registry import LoadedBackend
+    impl = NumbaBackend(compute_dtype="float32")
+    return LoadedBackend("numba", impl, BackendTraits.of(impl))
+
+
+def _within_float32_bound(problem, result, want_loss, want_grad, where=""):
+    """The case library's float32 tolerance (``problem_tolerance``, what fuzz uses)."""
+    from ctcbench.caselib.judge import problem_tolerance
+    tol = problem_tolerance(problem.with_logits(problem.logits.astype(np.float32)))
+    finite = np.isfinite(want_loss)
+    np.testing.assert_array_equal(np.isfinite(result.loss), finite, err_msg=where)
+    np.testing.assert_allclose(result.loss[finite], want_loss[finite], rtol=tol.loss_rtol,
+                               atol=tol.loss_atol, err_msg=where)
+    np.testing.assert_allclose(result.grad_logits, want_grad, rtol=0, atol=tol.grad_atol,
+                               err_msg=where)
+
+
+def test_compute_dtype_is_checked_and_float64_by_default(numba_backend):
+    from ctcbench.backends.numba_ctc import NumbaBackend
+    with pytest.raises(ValueError, match="compute_dtype: expected one of float64, float32"):
+        NumbaBackend(compute_dtype="float16")
+    assert numba_backend.impl.compute_dtype == "float64"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_float32_compute_matches_brute_force_within_the_float32_bound(numba_float32, seed):
+    """Random small problems (blank anywhere, repeats, padding, infeasible targets) against
+    enumeration over all paths, at the float32 tolerance; the result says float32."""
+    from conftest import brute_force_batch
+    rng = np.random.default_rng(300 + seed)
+    C = int(rng.integers(2, 5))
+    problem = random_problem(rng, T=int(rng.integers(1, 6)), N=int(rng.integers(1, 5)), C=C,
+                             L=int(rng.integers(0, 4)), blank=[0, C // 2, C - 1][seed % 3],
+                             feasible=seed % 2 == 0, dtype=np.float32)
+    result = numba_float32.run(problem)
+    assert result.compute_dtype == "float32"
+    want_loss, want_grad = brute_force_batch(problem)
+    _within_float32_bound(problem, result, want_loss, want_grad)
+
+
+def test_float32_compute_on_the_case_library(numba_float32):
+    """Every float32 problem of the case library within the float32 bound of the float64
+    reference."""
+    reference = get_backend("numpy")
+    checked = 0
+    for case in load_cases():
+        if "float32" not in case.dtypes or "error" in case.expect:
+            continue
+        for variant in variants(case.build, case.variants, case=case.name):
+            problem = to_problem(variant.raw, "float32")
+            ours = numba_float32.run(problem, **variant.run_kwargs)
+            ref = reference.run(problem, **variant.run_kwargs)
+            _within_float32_bound(problem, ours, ref.loss, ref.grad_logits,
+                                  where=f"{case.name} {variant.label}")
+            checked += 1
+    assert checked > 10
+
+
+def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch):
+    """Long random samples take the float32 tilted path or fall back to float64: within the
+    float32 bound of the reference, the same bits for 1 and 2 threads."""
+    import numba
+    rng = np.random.default_rng(31)
+    T, C, L = 1200, 20, 80
+    logits = rng.normal(size=(T, 3, C)).astype(np.float32)
+    problem = CTCProblem(logits, rng.integers(1, C, size=(3, L)), [T, 1100, 900], [L, 70, L])
+    runs = []
+    for threads in ([1, 2] if numba.config.NUMBA_NUM_THREADS >= 2 else [1]):
+        monkeypatch.setenv(THREADS_ENV, str(threads))
+        runs.append(numba_float32.run(problem, grad_weights=[1.0, 0.5, 2.0]))
+    ref = get_backend("numpy").run(problem, grad_weights=[1.0, 0.5, 2.0])
+    _within_float32_bound(problem, runs[0], ref.loss, ref.grad_logits)
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other.loss, runs[0].loss)
+        np.testing.assert_array_equal(other.grad_logits, runs[0].grad_logits)
