@@ -96,8 +96,9 @@ def limits(backend, oracle, dtype: str, *, axes, budget_s: float, timeout_s: flo
            max_bytes: int, seed: int, done: dict, write, progress) -> list[Limit]:
     """Every axis in ``axes`` (names of ``AXES``), sharing ``budget_s`` seconds: each axis
     doubles for an equal share of what the earlier ones left (at least half its share of
-    ``budget_s``), and a bisection under way may take one share more, so that a cliff once
-    found is found to the step. Axes with a verdict row are not searched again."""
+    ``budget_s``), and a bisection under way may go on to the end of ``budget_s`` and at least
+    one share past its axis' own, so that a cliff once found is found to the step. Axes with
+    a verdict row are not searched again."""
     out, end = [], time.monotonic() + budget_s
     share = budget_s / max(len(axes), 1)
     for i, name in enumerate(axes):
@@ -108,7 +109,7 @@ def limits(backend, oracle, dtype: str, *, axes, budget_s: float, timeout_s: flo
         deadline = now + max(share / 2, (end - now) / (len(axes) - i))
         probes = {item: r for (stage, item), r in done.items() if stage == "probe"}
         limit = search_axis(axis, backend, oracle, dtype, deadline=deadline,
-                            bisect_until=deadline + share, timeout_s=timeout_s,
+                            bisect_until=max(deadline + share, end), timeout_s=timeout_s,
                             max_bytes=max_bytes, seed=seed, done=probes, write=write,
                             progress=progress)
         write(limit_row(limit, axis))
