@@ -29,8 +29,8 @@ from ctcbench.backends.numba_math import LOG_JIT, exp_nonpositive, lse3
 SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
 # Reassociation lets LLVM vectorise the row sums; inf/NaN semantics are kept (the log-space
 # path relies on -inf), so no 'nnan'/'ninf'.
-FAST = {"reassoc", "contract", "nsz", "arcp"}
-JIT = dict(cache=True, fastmath=FAST, error_model="numpy", nogil=True)
+FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+JIT = dict(cache=True, fastmath=FASTMATH, error_model="numpy", nogil=True)
 
 
 WHOLE_TABLE_BYTES = 32 << 20  # a sample's forward rows kept whole up to this
@@ -45,8 +45,8 @@ SCALE_FLUSH = 1e-50
 # at L=200, 2.74 against 2.47 at L=40 (docs/numba.md, step 9). Either way the sums' order
 # depends on L alone.
 MERGE_MIN_L = 64
-WORKSPACE_GAP = 64
-FAST, TILTED, LOG_SPACE = 0, 1, 2  # the path a sample took (ctc_batch's ``path``)  # doubles between the arrays of a sample's workspace (see sample_fast)
+WORKSPACE_GAP = 64  # doubles between the arrays of a sample's workspace (see sample_fast)
+FAST, TILTED, LOG_SPACE = 0, 1, 2  # the path a sample took (ctc_batch's ``path``)
 
 
 @njit(**JIT)
