@@ -3,12 +3,10 @@ it does one step past it. Each probe is a row, so a resumed run replays the prob
 instead of running them again, and the search comes out the same."""
 from __future__ import annotations
 
-import time
-
 from ctcbench.core.memory import available_bytes, estimate_bytes_for
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.probe import probe
-from ctcbench.datasheet.search import Limit, Outcome, largest_correct
+from ctcbench.datasheet.search import Clock, Limit, Outcome, largest_correct
 from ctcbench.fuzz.judge import problem_of
 
 FLOOR_S = 5.0  # a probe may always take this long (within --timeout) before it is a hang
@@ -41,11 +39,11 @@ def limit_row(limit: Limit, axis) -> dict:
             "stopped": limit.stopped, "exact": limit.exact, "probes": len(limit.probes)}
 
 
-def search_axis(axis, backend, oracle, dtype: str, *, deadline: float, bisect_until: float,
-                timeout_s: float, max_bytes: int, seed: int, done: dict, write,
-                progress) -> Limit:
+def search_axis(axis, backend, oracle, dtype: str, *, clock: Clock, deadline: float,
+                bisect_until: float, timeout_s: float, max_bytes: int, seed: int, done: dict,
+                write, progress) -> Limit:
     """One axis of one backend and dtype; ``done`` maps a probe's item to its row (resume),
-    ``write(row)`` records a new one."""
+    ``write(row)`` records a new one; ``deadline`` and ``bisect_until`` are ``clock`` times."""
     last = {}  # the last right probe: p, seconds
 
     def budget_for(p: int) -> float:
@@ -62,7 +60,8 @@ def search_axis(axis, backend, oracle, dtype: str, *, deadline: float, bisect_un
             outcome = _outcome(done[item])
         else:
             if backend.worker_pid is None:  # a new worker (after a crash or a hang): its
-                warm_up(backend, dtype)  # start and first compilation are not the probe's
+                with clock.paused():  # start and first compilation are not the probe's
+                    warm_up(backend, dtype)
             outcome = probe(backend, oracle, problem_of(axis.build(p, seed), dtype), budget_for(p))
             T, N, C, L = axis.shape(p)
             write({"stage": "probe", "item": item, "axis": axis.name, "value": p,
@@ -77,7 +76,7 @@ def search_axis(axis, backend, oracle, dtype: str, *, deadline: float, bisect_un
     free = available_bytes()
     room = max_bytes if free is None else min(max_bytes, free)
     return largest_correct(axis.name, run, start=axis.start, cap=axis.cap, deadline=deadline,
-                           bisect_until=bisect_until,
+                           bisect_until=bisect_until, clock=clock.now,
                            fits=lambda p: problem_bytes(*axis.shape(p)) <= room)
 
 
@@ -94,21 +93,23 @@ def warm_up(backend, dtype: str) -> None:
 
 def limits(backend, oracle, dtype: str, *, axes, budget_s: float, timeout_s: float,
            max_bytes: int, seed: int, done: dict, write, progress) -> list[Limit]:
-    """Every axis in ``axes`` (names of ``AXES``), sharing ``budget_s`` seconds: each axis
+    """Every axis in ``axes`` (names of ``AXES``), sharing ``budget_s`` seconds of probing
+    (a worker's restart after a crash or a hang is not counted): each axis
     doubles for an equal share of what the earlier ones left (at least half its share of
     ``budget_s``), and a bisection under way may go on to the end of ``budget_s`` and at least
     one share past its axis' own, so that a cliff once found is found to the step. Axes with
     a verdict row are not searched again."""
-    out, end = [], time.monotonic() + budget_s
+    clock = Clock()
+    out, end = [], clock.now() + budget_s
     share = budget_s / max(len(axes), 1)
     for i, name in enumerate(axes):
         axis = AXES[name]
         if ("limit", name) in done:
             continue
-        now = time.monotonic()
+        now = clock.now()
         deadline = now + max(share / 2, (end - now) / (len(axes) - i))
         probes = {item: r for (stage, item), r in done.items() if stage == "probe"}
-        limit = search_axis(axis, backend, oracle, dtype, deadline=deadline,
+        limit = search_axis(axis, backend, oracle, dtype, clock=clock, deadline=deadline,
                             bisect_until=max(deadline + share, end), timeout_s=timeout_s,
                             max_bytes=max_bytes, seed=seed, done=probes, write=write,
                             progress=progress)

@@ -7,8 +7,28 @@ one cliff: a backend right again past its first failure is not looked for.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
+
+
+class Clock:
+    """``time.monotonic()`` that stands still inside ``paused()``: the budget counts probing,
+    not a worker's restart (a framework's import and first compilation) after a crash."""
+
+    def __init__(self):
+        self.stopped = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() - self.stopped
+
+    @contextlib.contextmanager
+    def paused(self):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stopped += time.monotonic() - start
 
 
 @dataclass
@@ -49,11 +69,12 @@ class Limit:
 
 
 def largest_correct(axis: str, probe, *, start: int, cap: int, deadline: float,
-                    bisect_until: float | None = None, fits=lambda p: True) -> Limit:
+                    bisect_until: float | None = None, fits=lambda p: True,
+                    clock=time.monotonic) -> Limit:
     """Search ``axis`` with ``probe``; ``fits(p)`` is False for a size that must not be run
     (memory); ``deadline`` a ``time.monotonic()`` after which no new size is doubled to, and
     ``bisect_until`` (default ``deadline``) after which a bisection under way stops: a
-    cliff once found is worth finding to the step."""
+    cliff once found is worth finding to the step. Both are times of ``clock``."""
     bisect_until = deadline if bisect_until is None else max(deadline, bisect_until)
     limit = Limit(axis, None)
 
@@ -67,7 +88,7 @@ def largest_correct(axis: str, probe, *, start: int, cap: int, deadline: float,
         if not fits(p):
             limit.stopped = f"the memory limit (size {p} would not fit)"
             break
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             limit.stopped = "the time budget"
             break
         outcome = run(p)
@@ -80,7 +101,7 @@ def largest_correct(axis: str, probe, *, start: int, cap: int, deadline: float,
             break
         p = min(2 * p, cap)
     while bad is not None and good is not None and bad - good > 1:  # bisection
-        if time.monotonic() > bisect_until:
+        if clock() > bisect_until:
             limit.stopped = "the time budget (bisection unfinished)"
             break
         mid = (good + bad) // 2

@@ -70,3 +70,13 @@ def test_the_deadline_stops_doubling_but_a_bisection_under_way_may_finish():
     limit = largest_correct("L", slow, start=512, cap=2**20, deadline=time.monotonic() + 60,
                             bisect_until=end)
     assert (limit.correct, limit.failing, limit.past.status) == (1000, 1001, "crashes")
+
+
+def test_the_clock_stands_still_while_paused():
+    """Time spent inside ``paused()`` (a worker's restart) is not on the clock."""
+    from ctcbench.datasheet.search import Clock
+    clock = Clock()
+    before = clock.now()
+    with clock.paused():
+        time.sleep(0.3)
+    assert clock.now() - before < 0.1
