@@ -22,7 +22,7 @@ from ctcbench.datasheet.kind import KIND
 from ctcbench.datasheet.limits import WARM_UP, limits, warm_up
 from ctcbench.datasheet.precision import CLIMBS, worst_precision
 from ctcbench.datasheet.robustness import PROBES, try_malformed, valid_losses
-from ctcbench.datasheet.sheet import sheets, write_exports
+from ctcbench.datasheet.sheet import STAGES, sheets, write_exports  # STAGES: _Sheet methods
 from ctcbench.errors import expect, fail
 from ctcbench.fuzz.casefile import write_case
 from ctcbench.fuzz.judge import problem_of
@@ -32,7 +32,6 @@ from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
 from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
                                        backend_versions, get_backend)
 
-STAGES = ("limits", "precision", "robustness", "determinism", "speed")
 SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
 REPEATS = 5  # calls compared for determinism
 DETERMINISM_SIZE = TARGET_SIZES[1]  # T=200 N=16 C=50 L=40

@@ -9,6 +9,7 @@ from ctcbench.datasheet.precision import CLIMBS
 from ctcbench.files import atomic_write, to_json
 from ctcbench.formatting import sci, sig
 
+STAGES = ("limits", "precision", "robustness", "determinism", "speed")  # in the order they run
 PRECISION_LABELS = {"loss": "worst loss error", "loss_rel": "worst loss error / max(1, loss)",
                     "grad": "worst gradient error"}  # one per climb of the precision search
 
@@ -139,9 +140,18 @@ def markdown(sheet: dict[str, dict], meta: dict) -> str:
     env = (meta or {}).get("environment") or {}
     config = (meta or {}).get("config") or {}
     head = table(sheet)
-    lines = [f"Measured {env.get('utc_time', '?')} on {env.get('cpu', '?')} "
+    backends = config.get("backends") or list(sheet)
+    command = "ctcbench datasheet " + ("--all" if config.get("all") else
+                                       "--backend " + ",".join(backends)) + \
+        f" --budget {config.get('budget_s', '?'):g}"
+    for option, key, every in (("--stages", "stages", STAGES), ("--axes", "axes", tuple(AXES)),
+                               ("--dtype", "dtypes", ())):
+        if config.get(key) and tuple(config[key]) != every:
+            command += f" {option} {','.join(config[key])}"
+    lines = ["# CTC implementations side by side", "",
+             f"Measured {env.get('utc_time', '?')} on {env.get('cpu', '?')} "
              f"({env.get('cpu_count', '?')} CPUs), ctcbench at {env.get('git_commit') or '?'}, "
-             f"budget {config.get('budget_s', '?')} s per backend.", "",
+             f"with `{command}`; what each row means: [datasheet.md](datasheet.md).", "",
              "| " + " | ".join(head[0]) + " |", "|" + "---|" * len(head[0])]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in head[1:]]
     return "\n".join(lines) + "\n"
