@@ -15,8 +15,6 @@ wrong and the gradient torch returns is not the gradient of that loss.
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
@@ -79,17 +77,19 @@ class TorchBackend:
     def _traced_ctc(self, problem: CTCProblem, log_probs, inputs):
         """The loss call of ``run``, and the note saying which aten op computed it, e.g.
         ``"torch path: aten::_ctc_loss"`` (the native kernel) or ``"torch path:
-        aten::_cudnn_ctc_loss"`` (cuDNN), read off torch's profiler: its record of the op
-        names dispatched is the proof, not the flags that asked for a path. The first call on
-        a problem runs under the profiler; a later call on the same problem object (bench's
-        timed loop calls ``run`` on one problem many times) reuses that record while torch's
-        autograd node is of the same type, so the profiler costs one call per problem."""
+        aten::_cudnn_ctc_loss"`` (cuDNN). Each call's note is read off the autograd node
+        torch recorded for that very call (``loss.grad_fn``: each aten op with a derivative
+        has its own node type); which op a node type belongs to is read off torch's profiler,
+        its record of the op names dispatched, the first time this backend meets that node
+        type. So the proof is per call, and the profiler (milliseconds, and a line or two on
+        stderr in some builds) runs about once per process, not in bench's timed calls."""
         torch = self.torch
-        seen = getattr(self, "_path_seen", None)  # (weakref to the problem, node type, note)
-        if seen is not None and seen[0]() is problem:
+        seen = self.__dict__.setdefault("_path_notes", {})  # node type -> note
+        if seen:
             loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)
-            if type(loss.grad_fn).__name__ == seen[1]:
-                return loss, seen[2]
+            note = seen.get(type(loss.grad_fn).__name__)
+            if note is not None:
+                return loss, note
         try:  # the legacy profiler starts in milliseconds; some builds only keep Kineto's
             profiler = torch.autograd.profiler.profile(use_kineto=False)
         except (TypeError, ValueError, RuntimeError):
@@ -101,7 +101,7 @@ class TorchBackend:
         note = ("torch path: " + ", ".join(ran) if ran else
                 "torch path: unknown (the profiler saw "
                 f"{', '.join(sorted(n for n in names if 'ctc' in n)) or 'no CTC op'})")
-        self._path_seen = (weakref.ref(problem), type(loss.grad_fn).__name__, note)
+        seen[type(loss.grad_fn).__name__] = note
         return loss, note
 
     def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:

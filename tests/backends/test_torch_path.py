@@ -41,3 +41,19 @@ def test_note_with_infinite_losses_and_float32():
     result = ctcbench.get_backend("torch").run(problem)  # needs 3 frames: infeasible
     assert result.loss[0] == np.inf
     assert "torch path: aten::_ctc_loss" in result.notes
+
+
+def test_profiler_runs_once_per_node_type_not_per_call(monkeypatch):
+    """bench times run() itself for torch: the profiler must stay out of repeated calls."""
+    backend = ctcbench.get_backend("torch")
+    made = []
+    real = torch.autograd.profiler.profile
+
+    def counting(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd.profiler, "profile", counting)
+    for seed in range(5):
+        assert "torch path: aten::_ctc_loss" in backend.run(_problem(seed, T=5 + seed)).notes
+    assert len(made) == 1
