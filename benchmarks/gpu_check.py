@@ -148,11 +148,7 @@ def info_step() -> None:
     else:
         print("nvidia-smi: not found")
     sys.stdout.flush()
-    from ctcbench.cli import main
-    try:
-        main(["backends"])
-    except SystemExit:
-        pass
+    subprocess.run(_ctcbench("backends"), timeout=60, check=False)
 
 
 def paths_step(out: Path, backends: list[str], patterns: list[str]) -> None:
@@ -256,7 +252,9 @@ def digest(out: Path, record: dict) -> dict:
     paths: dict = {}
     for r in rows:
         b = str(r.get("backend", "?"))
-        counts.setdefault(b, Counter())[str(r.get("status", "?"))] += 1
+        status = r.get("status") or ({True: "found", False: "clean"}.get(r.get("found"), "?")
+                                     + (f" ({r['tried']} tried)" if "tried" in r else ""))
+        counts.setdefault(b, Counter())[str(status)] += 1
         for note in list(r.get("path") or []) + [n for n in (r.get("notes") or [])
                                                  if str(n).startswith("torch path:")]:
             paths.setdefault(b, Counter())[str(note)] += 1
