@@ -3,20 +3,14 @@ it does one step past it. Each probe is a row, so a resumed run replays the prob
 instead of running them again, and the search comes out the same."""
 from __future__ import annotations
 
-from ctcbench.core.memory import available_bytes, estimate_bytes_for
+from ctcbench.core.memory import available_bytes
 from ctcbench.datasheet.axes import AXES
-from ctcbench.datasheet.probe import probe
+from ctcbench.datasheet.probe import probe, problem_bytes
 from ctcbench.datasheet.search import Clock, Limit, Outcome, largest_correct
 from ctcbench.fuzz.judge import problem_of
 
 FLOOR_S = 5.0  # a probe may always take this long (within --timeout) before it is a hang
 SLOWDOWN = 20  # ... or this many times the last right probe's seconds, scaled by its size
-COPIES = 40  # bytes per logit alive at once: ours, the worker's, both gradients, the oracle's
-
-
-def problem_bytes(T: int, N: int, C: int, L: int) -> int:
-    """Peak bytes one probe needs here and in the worker (an estimate)."""
-    return estimate_bytes_for(T, N, C, L) + COPIES * T * N * C
 
 
 def _outcome(row: dict) -> Outcome:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ctcbench.caselib.judge import loss_error
-from ctcbench.datasheet.probe import call
+from ctcbench.datasheet.probe import call, problem_bytes
 from ctcbench.fuzz.judge import problem_of
 
 # the space searched
@@ -30,7 +30,6 @@ SCALE_RANGE = (1e-2, 1e4)  # random frames: logits N(0, scale^2)
 DOUBT_RANGE = (1e-12, 0.5)  # peaked frames: the peak's probability is 1 - doubt
 START = 8  # random candidates before climbing
 CLIMBS = {"loss": "loss_err", "loss_rel": "loss_score", "grad": "grad_err"}  # what each maximises
-TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -143,11 +142,13 @@ def _mutate(g: Genes, rng, seed: int) -> Genes:
     return replace(g, **{gene: type(getattr(g, gene))(value)}, seed=seed)
 
 
-def worst_precision(backend, oracle, dtype: str, *, budget_s: float, seed: int, done: dict,
-                    write, progress) -> dict:
+def worst_precision(backend, oracle, dtype: str, *, budget_s: float, timeout_s: float,
+                    max_bytes: int, seed: int, done: dict, write, progress) -> dict:
     """Search for ``budget_s`` seconds; returns the verdict: the worst loss and gradient errors
-    found, each with its candidate and ``[case.build]`` table, and how many were tried.
-    ``done`` maps a trial's item to its row (resume replays them), ``write(row)`` records one."""
+    found, each with its candidate and ``[case.build]`` table, and how many were tried. A
+    candidate may take ``timeout_s``; one estimated to need more than ``max_bytes`` is not
+    run. ``done`` maps a trial's item to its row (resume replays them), ``write(row)``
+    records one."""
     rng = np.random.default_rng(seed)
     end = time.monotonic() + budget_s
     best = dict.fromkeys(CLIMBS)  # climb -> (its score, genes, the trial's row)
@@ -156,6 +157,8 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, seed: int, 
     def evaluate(g: Genes) -> dict | None:
         nonlocal tried, failed
         g = g.fitted()
+        if problem_bytes(g.T, 2, g.C, g.L) > max_bytes:
+            return None
         item = f"{dtype}#{tried}"
         tried += 1
         progress.note(f"{backend.name} {dtype} precision T={g.T} C={g.C} L={g.L} {g.frames}")
@@ -163,8 +166,8 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, seed: int, 
             row = done[item]
         else:
             problem = problem_of(build(g), dtype)
-            got, failure = call(backend, problem, TIMEOUT_S)
-            row = {"stage": "trial", "item": item, "dtype_searched": dtype, "genes": asdict(g)}
+            got, failure = call(backend, problem, timeout_s)
+            row = {"stage": "trial", "item": item, "genes": asdict(g)}
             if failure is not None:
                 row.update(status=failure.status, detail=failure.detail)
             else:

@@ -8,12 +8,19 @@ from dataclasses import replace
 import numpy as np
 
 from ctcbench.caselib.judge import loss_error, max_error, wrong
+from ctcbench.core.memory import estimate_bytes_for
 from ctcbench.datasheet.search import Outcome
 from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, UnsupportedProblem
 
 # what a framework's out-of-memory error says, in the message or the type name
 _MEMORY_WORDS = ("MemoryError", "out of memory", "OutOfMemory", "ResourceExhausted",
                  "Cannot allocate memory", "bad_alloc")
+COPIES = 40  # bytes per logit alive at once: ours, the worker's, both gradients, the oracle's
+
+
+def problem_bytes(T: int, N: int, C: int, L: int) -> int:
+    """Peak bytes one probe needs here and in the worker (an estimate)."""
+    return estimate_bytes_for(T, N, C, L) + COPIES * T * N * C
 
 
 def _memory(text: str) -> bool:

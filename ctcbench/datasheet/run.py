@@ -201,7 +201,8 @@ class _Sheet:
             warm_up(oracle, dtype)
             verdict = worst_precision(
                 self.backend, oracle, dtype,
-                budget_s=c["budget_s"] * SHARE["precision"] / len(self.taken), seed=c["seed"],
+                budget_s=c["budget_s"] * SHARE["precision"] / len(self.taken),
+                timeout_s=c["timeout_s"], max_bytes=c["max_memory"], seed=c["seed"],
                 done=self.done_for(dtype), write=self.writer(dtype), progress=self.bar)
             for key in CLIMBS:
                 if key in verdict:
