@@ -8,8 +8,8 @@ the arrays passed (each kernel is compiled once per dtype, float32 or float64).
 Three kernels, launched in this order:
 
 ``log_softmax``   one thread per ``(t, n)``: ``lp[t, n, :] = logits - logsumexp(logits)``
-                  over the classes, serially (max first). Padded frames are written 0 and
-                  never read. A ``-inf`` logit gives ``lp = -inf``: probability 0.
+                  over the classes, serially: ``m + log1p(sum of exp(x - m) over the other
+                  classes)``, ``m`` the top logit. Padded frames are written 0 and never read. A ``-inf`` logit gives ``lp = -inf``: probability 0.
 ``alpha_beta``    one thread block per sample; the block's threads stride over the states,
                   with one ``cuda.syncthreads()`` per frame. ``alpha[t, n, s]`` (log forward
                   variable, emission at ``t`` included), then ``beta[t, n, s]`` (log
@@ -68,14 +68,18 @@ def log_softmax(logits, input_lengths, lp):
         for c in range(C):
             lp[t, n, c] = 0
         return
-    m = logits[t, n, 0]
+    top = 0
     for c in range(1, C):
-        if logits[t, n, c] > m:
-            m = logits[t, n, c]
-    total = math.exp(logits[t, n, 0] - m)
-    for c in range(1, C):
-        total += math.exp(logits[t, n, c] - m)
-    shift = m + math.log(total)
+        if logits[t, n, c] > logits[t, n, top]:
+            top = c
+    m = logits[t, n, top]
+    rest = m - m  # 0 in the logits' dtype: the sum of exp over every class but the top one
+    for c in range(C):
+        if c != top:
+            rest += math.exp(logits[t, n, c] - m)
+    # log1p, not log(1 + rest): a runner-up 206 below the top adds e**-206 to the sum, which
+    # 1 + rest loses, and the top class's log-probability would be 0 instead of -e**-206
+    shift = m + math.log1p(rest)
     for c in range(C):
         lp[t, n, c] = logits[t, n, c] - shift
 
@@ -115,7 +119,9 @@ def alpha_beta(lp, targets, input_lengths, target_lengths, blank, alpha, beta, l
         z = alpha[T_n - 1, n, S_n - 1]
         if S_n >= 2:
             z = _lse(z, alpha[T_n - 1, n, S_n - 2])
-        loss[n] = -z  # +inf when no path has mass
+        # +inf when no path has mass. log Z <= 0 for a probability Z; rounding can push a
+        # near-certain target's (peaked logits, loss ~1e-151) just above it, to -4e-90
+        loss[n] = -z if z < 0 else 0
 
     # backward: beta excludes the emission at t; the last frame ends in either final state
     for s in range(tid, S_n, step):

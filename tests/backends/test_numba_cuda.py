@@ -111,6 +111,21 @@ def test_neg_inf_logits_are_probability_zero(sim):
     _check_brute_force(problem, result)
 
 
+def test_near_certain_target_has_a_loss_of_at_least_zero(sim):
+    """The library's peaked case (logits ~1e3, the closest pair 206 apart): the loss is
+    ~1e-151 and, as -log of a probability, never below 0, though a log-space sum rounds to
+    -e**-206 = -4.27e-90 there (the brute-force sum too)."""
+    from ctcbench.caselib.library import load_cases, select_cases
+    from ctcbench.compare.checks import prepare
+    case, = select_cases(load_cases(), ["negative_loss_float64_peaked"])
+    problem = prepare(case, "float64").problems[0]
+    result = sim.run(problem)
+    assert (result.loss >= 0).all()
+    loss, grad = brute_force(problem.logits[:, 0], problem.targets[0])
+    assert abs(result.loss[0] - loss) <= 1e-9
+    np.testing.assert_allclose(result.grad_logits[:, 0], grad, rtol=0, atol=1e-9)
+
+
 def test_empty_targets_and_empty_inputs(sim):
     logits = np.random.default_rng(8).normal(size=(3, 3, 3))
     problem = ctcbench.CTCProblem(logits, np.array([[1], [1], [2]]), [3, 0, 0], [0, 0, 1])
