@@ -80,7 +80,8 @@ def estimate_bytes(T: int, N: int, C: int, L: int, threads: int) -> int:
 
 
 class NumbaBackend:
-    """Compiled float64 forward-backward on the CPU (numba), one sample per thread."""
+    """Compiled forward-backward on the CPU (numba), one sample per thread; float64 unless
+    ``compute_dtype="float32"`` is asked for."""
 
     name = "numba"
 
@@ -99,7 +100,7 @@ class NumbaBackend:
     def _prepare(self, problem: CTCProblem, grad_weights):
         """What a run needs before the kernel: the thread count, the memory check, the
         kernel's input arrays, and the kernel compiled for them; returns
-        ``(numba, kernels, args, threads, notes)``."""
+        ``(numba, kernel, args, threads, notes)``."""
         import numba
 
         from ctcbench.backends import numba_kernels
@@ -158,11 +159,14 @@ class NumbaBackend:
         loss, grad, path = self._launch(numba, kernel, args, threads, T, N, C)
         log_space = path == k.LOG_SPACE
         tilted = path == k.TILTED
-        in64 = (path != k.FAST) & (path != 4)  # 4: numba_kernels32.TILTED32
-        if self.compute_dtype == "float32" and in64.any():
-            notes.append(f"float32 compute: samples {np.flatnonzero(in64).tolist()} "
-                         f"computed in float64 (the float32 guards failed, or the table was "
-                         f"too large), gradient stored in float32")
+        if self.compute_dtype == "float32":
+            from ctcbench.backends.numba_kernels32 import TILTED32
+            in64 = (path != k.FAST) & (path != TILTED32)
+            tilted |= path == TILTED32
+            if in64.any():
+                notes.append(f"float32 compute: samples {np.flatnonzero(in64).tolist()} "
+                             f"computed in float64 (the float32 guards failed, or the table "
+                             f"was too large), gradient stored in float32")
         if tilted.any():
             notes.append(f"tilted probability-space rescue for samples "
                          f"{np.flatnonzero(tilted).tolist()}")

@@ -12,9 +12,12 @@ label ``j``, ``[2L + 2]`` a zero, so every update is a contiguous loop without b
 skip transition is a 0/1 factor). Emissions are gathered from the softmax rows when needed,
 gamma is never stored, and long samples are checkpointed (:func:`segment_frames`).
 A sample for which a scaled quantity falls below ``SAFE_FLOOR`` (the reference's rule), or whose
-logits make a softmax row non-finite, is redone by :func:`sample_log_space`: exact, slower,
-rare. Past those checks the gradient is finite without looking: softmax rows lie in [0, 1], and
-each ``w * gamma`` term is ``w`` times a part of a positive sum over that sum.
+logits make a softmax row non-finite, is redone by the tilted rescue (:func:`sample_tilted`:
+the same recursion on ``alpha exp(-tilt s)`` and ``beta exp(tilt s)``, which keeps random and
+uniform logits at T in the thousands in probability space) and, if that fails the same checks,
+by :func:`sample_log_space`: exact, slower, rare. Past those checks the gradient is finite
+without looking: softmax rows lie in [0, 1], and each ``w * gamma`` term is ``w`` times a part
+of a positive sum over that sum.
 Design and measurements: docs/numba.md.
 """
 from __future__ import annotations
