@@ -14,7 +14,9 @@ The design (kernels in ``backends/numba_cuda_kernels.py``, described there in fu
 3. the gradient w.r.t. the logits, ``softmax - gamma`` (``gamma`` the class posterior), one
    thread per ``(t, n)`` looping over the classes and states serially.
 
-Everything is computed in the problem's dtype (float32 or float64); no float atomics and a
+Everything is computed in the problem's dtype (float32 or float64), but for one sum per
+sample in float64 (the frames' largest log-probabilities, which the recursions leave out so
+their values stay small and float32 keeps its precision on long inputs); no float atomics and a
 fixed order of every sum make two calls bit-identical. Log space makes ``-inf`` exact: a
 ``-inf`` logit is probability 0 (gradient 0 there), an infeasible target gives loss ``+inf``
 and a zero gradient, padded frames get 0. The blank may be any class.
@@ -113,6 +115,7 @@ class NumbaCudaBackend:
         d_tl = cuda.to_device(np.ascontiguousarray(problem.target_lengths, dtype=np.int64))
         d_w = cuda.to_device(weights)
         d_lp = cuda.device_array((T, N, C), dtype)
+        d_top = cuda.device_array((T, N), dtype)
         d_alpha = cuda.device_array((T, N, S), dtype)
         d_beta = cuda.device_array((T, N, S), dtype)
         d_loss = cuda.device_array(N, dtype)
@@ -123,8 +126,8 @@ class NumbaCudaBackend:
         threads = block_threads(int(2 * problem.target_lengths.max(initial=0) + 1))
 
         def launch():
-            kernels.log_softmax[grid, GRID_THREADS](d_logits, d_in, d_lp)
-            kernels.alpha_beta[N, threads](d_lp, d_targets, d_in, d_tl, blank, d_alpha,
+            kernels.log_softmax[grid, GRID_THREADS](d_logits, d_in, d_lp, d_top)
+            kernels.alpha_beta[N, threads](d_lp, d_top, d_targets, d_in, d_tl, blank, d_alpha,
                                            d_beta, d_loss)
             kernels.gradient[grid, GRID_THREADS](d_lp, d_targets, d_in, d_tl, blank, d_alpha,
                                                  d_beta, d_loss, d_w, d_grad)

@@ -179,3 +179,35 @@ def test_unavailable_without_a_gpu_or_the_simulator(monkeypatch):
         ctcbench.get_backend("numba-cuda")
     assert "no CUDA device is visible to numba" in info.value.reason
     assert "NUMBA_ENABLE_CUDASIM=1" in info.value.hint
+
+
+def test_kernels_compile_for_the_gpu_in_both_dtypes(monkeypatch):
+    """The real CUDA compiler's typing, not the simulator's Python: each kernel compiles to
+    PTX for sm_90 (an H100/H200) in float32 and float64, and float32's log_softmax and
+    gradient hold no float64 instruction. Needs numba's NVVM, not a GPU."""
+    numba = pytest.importorskip("numba")
+    from numba import cuda, float32, float64, int64
+    dispatcher = pytest.importorskip("numba.cuda.dispatcher")
+    if "simulator" in cuda.jit.__module__:
+        pytest.skip("numba.cuda is the simulator in this process")
+
+    class Device:  # device functions ask the current device for its compute capability
+        compute_capability = (9, 0)
+
+    monkeypatch.setattr(dispatcher, "get_current_device", lambda: Device(), raising=False)
+    from ctcbench.backends import numba_cuda_kernels as kernels
+    for f in (float32, float64):
+        a3, a2, a1, i2, i1 = f[:, :, ::1], f[:, ::1], f[::1], int64[:, ::1], int64[::1]
+        sigs = {"log_softmax": (a3, i1, a3, a2),
+                "alpha_beta": (a3, a2, i2, i1, i1, int64, a3, a3, a1),
+                "gradient": (a3, i2, i1, i1, int64, a3, a3, a1, a1, a3)}
+        for name, sig in sigs.items():
+            try:
+                ptx, _ = cuda.compile_ptx(getattr(kernels, name).py_func, sig, cc=(9, 0))
+            except Exception as exc:  # no NVVM here: nothing to compile with
+                if "nvvm" in f"{type(exc).__name__} {exc}".lower() and "verify" not in str(exc):
+                    pytest.skip(f"numba's NVVM is not available: {exc}")
+                raise
+            if f is float32 and name != "alpha_beta":
+                assert ".f64" not in ptx, name
+    assert numba.__version__
