@@ -91,6 +91,11 @@ class NumbaCudaBackend:
             raise BackendUnavailable(
                 f"{SIM_ENV}=1 was set after numba.cuda was imported in this process",
                 "run the backend isolated (its default), or set it before starting Python")
+        try:  # a small batch launches few blocks by design: no warning on every call
+            from numba import config
+            config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+        except (ImportError, AttributeError):
+            pass
         from ctcbench.backends import numba_cuda_kernels
         return cuda, numba_cuda_kernels
 

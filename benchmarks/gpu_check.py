@@ -82,7 +82,7 @@ def plan(out: Path, *, smoke: bool, install: bool) -> list[Step]:
                    "-q", "-e", str(ROOT)] if install else []),
              Step("info", 10, "versions, the GPU (torch, nvidia-smi), ctcbench backends",
                   [sys.executable, __file__, "--info-step"]),
-             Step("compare", 75, f"ctcbench compare of {', '.join(compare)} over the "
+             Step("compare", 90, f"ctcbench compare of {', '.join(compare)} over the "
                   f"{'tf_* cases' if smoke else 'whole library'}",
                   _ctcbench("compare", *_backends(compare), *cases, "--no-plot", "--out",
                             o("compare")), "compare"),
