@@ -90,12 +90,21 @@ class TorchBackend:
             note = seen.get(type(loss.grad_fn).__name__)
             if note is not None:
                 return loss, note
-        try:  # the legacy profiler starts in milliseconds; some builds only keep Kineto's
-            profiler = torch.autograd.profiler.profile(use_kineto=False)
-        except (TypeError, ValueError, RuntimeError):
-            profiler = torch.autograd.profiler.profile()
-        with profiler as prof:
+        prof = None
+        for options in ({"use_kineto": False}, {}):  # the legacy one starts in milliseconds
+            try:
+                prof = torch.autograd.profiler.profile(**options)
+                prof.__enter__()
+                break
+            except Exception:  # some builds keep only Kineto's; without any, no proof
+                prof = None
+        try:
             loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)
+        finally:
+            if prof is not None:
+                prof.__exit__(None, None, None)
+        if prof is None:
+            return loss, "torch path: unknown (torch's profiler could not start)"
         names = {e.name for e in prof.function_events}
         ran = [op for op in PATH_OPS if op in names]
         note = ("torch path: " + ", ".join(ran) if ran else
