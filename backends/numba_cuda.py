@@ -115,7 +115,9 @@ class NumbaCudaBackend:
         weights = (np.ones(N, dtype) if grad_weights is None
                    else grad_weights_array(grad_weights, N).astype(dtype))
         d_logits = cuda.to_device(np.ascontiguousarray(problem.logits, dtype=dtype))  # (T, N, C)
-        d_targets = cuda.to_device(np.ascontiguousarray(problem.targets, dtype=np.int64))  # (N, L)
+        targets = np.full((N, max(L, 1)), problem.blank, dtype=np.int64)  # (N, L), never 0 wide
+        targets[:, :L] = problem.targets
+        d_targets = cuda.to_device(targets)
         d_in = cuda.to_device(np.ascontiguousarray(problem.input_lengths, dtype=np.int64))
         d_tl = cuda.to_device(np.ascontiguousarray(problem.target_lengths, dtype=np.int64))
         d_w = cuda.to_device(weights)
