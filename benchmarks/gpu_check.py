@@ -37,11 +37,14 @@ GPU_COMPARE = ("numpy", "numba", "torch", "torch-cuda", "torch-cudnn", "numba-cu
 GPU_FUZZ = ("torch-cuda", "torch-cudnn")
 GPU_DATASHEET = "torch-cuda,torch-cudnn,numba-cuda"
 GPU_BENCH = ("torch", "torch-cuda", "torch-cudnn", "numba-cuda")
-GPU_PATHS = "torch,torch-cuda,torch-cudnn"
+GPU_PATHS = "torch,torch-cuda,torch-cudnn,numba-cuda"
 # bench sizes (T, N, C, L): the issue's four target sizes (the last already C = 5000), plus
 # long inputs and labels, and a large vocabulary at the middle size
 BENCH_SIZES = [(1000, 32, 100, 200), (200, 16, 50, 40), (50, 8, 20, 10), (1000, 8, 5000, 100),
                (4000, 8, 100, 1000), (200, 16, 5000, 40)]
+# import names of ctcbench's dependencies (pyproject.toml); `pip install --no-deps` brings none
+DEPENDENCIES = ("numpy", "torch", "numba", "pandas", "matplotlib", "click", "jinja2", "tqdm",
+                "hypothesis", "PIL", "captcha", "sklearn")
 SMOKE_BENCH_SIZES = [(50, 2, 20, 10), (20, 2, 500, 5)]
 
 
@@ -75,7 +78,7 @@ def plan(out: Path, *, smoke: bool, install: bool) -> list[Step]:
     else:
         compare, fuzz, sheet, bench, paths = GPU_COMPARE, GPU_FUZZ, GPU_DATASHEET, GPU_BENCH, \
             GPU_PATHS
-        cases, fuzz_s, sheet_s, dtypes = [], 35, 60, ("float32", "float64")
+        cases, fuzz_s, sheet_s, dtypes = [], 30, 60, ("float32", "float64")
     steps = [Step("install", 25 if install else 0,
                   "pip install --no-deps --no-build-isolation -e . (no network)",
                   [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
@@ -86,7 +89,8 @@ def plan(out: Path, *, smoke: bool, install: bool) -> list[Step]:
                   f"{'tf_* cases' if smoke else 'whole library'}",
                   _ctcbench("compare", *_backends(compare), *cases, "--no-plot", "--out",
                             o("compare")), "compare"),
-             Step("paths", 20, f"which aten op each of {paths} ran, per library problem",
+             Step("paths", 35, f"{paths} on each library problem: which aten op ran, error vs the "
+                  "reference, same bits twice",
                   [sys.executable, __file__, "--paths-step", o("paths"), "--backends", paths,
                    *cases], "paths")]
     for name in fuzz:
@@ -99,7 +103,7 @@ def plan(out: Path, *, smoke: bool, install: bool) -> list[Step]:
                       _ctcbench("datasheet", "--backend", sheet, "--stages",
                                 "limits,determinism", "--budget", str(sheet_s), "--timeout", "20", "--out",
                                 o("datasheet")), "datasheet"))
-    for dtype, cap in zip(dtypes, (50, 40)):
+    for dtype, cap in zip(dtypes, (45, 40)):
         steps.append(Step(f"bench-{dtype}", cap if not smoke else 40,
                           f"ctcbench bench of {', '.join(bench)} on {grid}, {dtype}",
                           _ctcbench("bench", *_backends(bench), "--grid", grid, "--dtype", dtype,
@@ -130,6 +134,9 @@ def info_step() -> None:
             print(f"{dist} {md.version(dist)}")
         except md.PackageNotFoundError:
             pass
+    import importlib.util
+    missing = [m for m in DEPENDENCIES if importlib.util.find_spec(m) is None]
+    print("ctcbench's dependencies missing here:", ", ".join(missing) or "none")
     try:
         import torch
         print("torch.cuda.is_available", torch.cuda.is_available(), "cuda", torch.version.cuda,
@@ -152,13 +159,21 @@ def info_step() -> None:
 
 
 def paths_step(out: Path, backends: list[str], patterns: list[str]) -> None:
-    """One row per (backend, case, dtype, variant): the notes saying which aten op ran."""
+    """One row per (backend, case, dtype, variant): the notes saying which aten op ran, the
+    error against the float64 reference within the case's own tolerance or else the case
+    library's default (``problem_tolerance``), whether a second call gave the same bits, and the seconds of one
+    call. It needs only ctcbench's library and the backends (no pandas, click or plotting),
+    so it is also the check that still runs where the CLI cannot."""
+    import numpy as np
+
     import ctcbench
+    from ctcbench.caselib.builders import to_problem, variants
+    from ctcbench.caselib.judge import problem_tolerance
     from ctcbench.caselib.library import load_cases, select_cases
-    from ctcbench.compare.checks import prepare
 
     out.mkdir(parents=True, exist_ok=True)
     cases = select_cases(load_cases(), patterns or None)
+    reference = ctcbench.get_backend("numpy")
     loaded = {}
     for name in backends:
         try:
@@ -171,27 +186,58 @@ def paths_step(out: Path, backends: list[str], patterns: list[str]) -> None:
                 continue
             for dtype in case.dtypes:
                 try:
-                    prep = prepare(case, dtype)
+                    problems = [to_problem(v.raw, dtype) for v in
+                                variants(case.build, case.variants, case=case.name)]
                 except Exception as exc:  # the compare step reports broken cases
                     print(f"{case.name}/{dtype}: {type(exc).__name__}: {exc}")
                     continue
-                for i, problem in enumerate(prep.problems):
+                for i, problem in enumerate(problems):
+                    T, N, _, L = problem.shape
+                    want = None
+                    if dtype in ("float32", "float64") and T * N * (2 * L + 1) <= PATHS_MAX_CELLS:
+                        want = reference.run(problem)
                     for name, backend in loaded.items():
                         row = {"backend": name, "case": case.name, "dtype": dtype, "variant": i}
                         if isinstance(backend, Exception):
                             row.update(status="skipped", reason=str(backend))
                         else:
-                            try:
-                                notes = backend.run(problem).notes
-                                row.update(status="ok", path=[n for n in notes
-                                                              if n.startswith("torch path:")])
-                            except ctcbench.UnsupportedProblem as exc:
-                                row.update(status="unsupported", reason=str(exc)[:300])
-                            except Exception as exc:  # record, go on
-                                row.update(status="error",
-                                           reason=f"{type(exc).__name__}: {exc}"[:300])
+                            tol = case.tolerances.get(dtype) or problem_tolerance(problem)
+                            row.update(_checked(backend, problem, want, tol, np))
                         rows.write(json.dumps(row) + "\n")
                         rows.flush()
+
+
+PATHS_MAX_CELLS = 4_000_000  # larger problems: the path only, no reference (compare has them)
+
+
+def _checked(backend, problem, want, tol, np) -> dict:
+    import ctcbench
+    try:
+        t0 = time.perf_counter()
+        got = backend.run(problem)
+        seconds = time.perf_counter() - t0
+        again = backend.run(problem)
+    except ctcbench.UnsupportedProblem as exc:
+        return {"status": "unsupported", "reason": str(exc)[:300]}
+    except Exception as exc:  # record, go on
+        return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
+    row = {"path": [n for n in got.notes if n.startswith("torch path:")],
+           "compute_dtype": got.compute_dtype, "seconds": round(seconds, 6),
+           "same_bits": bool(np.array_equal(got.loss, again.loss, equal_nan=True)
+                             and np.array_equal(got.grad_logits, again.grad_logits,
+                                                equal_nan=True))}
+    if want is None:
+        return {"status": "ok", **row}
+    finite = np.isfinite(want.loss)
+    same_inf = bool(np.array_equal(np.isposinf(got.loss), ~finite))
+    with np.errstate(invalid="ignore"):
+        loss_err = float(np.abs(got.loss[finite] - want.loss[finite]).max(initial=0.0))
+        loss_bound = tol.loss_atol + tol.loss_rtol * np.abs(want.loss[finite])
+        loss_ok = bool((np.abs(got.loss[finite] - want.loss[finite]) <= loss_bound).all())
+        grad_err = float(np.abs(got.grad_logits - want.grad_logits).max(initial=0.0))
+    ok = same_inf and loss_ok and grad_err <= tol.grad_atol  # NaN fails both
+    return {"status": "ok" if ok else "mismatch", **row, "loss_err": loss_err,
+            "grad_err": grad_err, "grad_atol": tol.grad_atol, "inf_agrees": same_inf}
 
 
 # -- running and summing up -----------------------------------------------------------------
