@@ -50,6 +50,11 @@ SCALE_FLUSH = 1e-50
 MERGE_MIN_L = 64
 WORKSPACE_GAP = 64  # doubles between the arrays of a sample's workspace (see sample_fast)
 FAST, TILTED, LOG_SPACE = 0, 1, 2  # the path a sample took (ctc_batch's ``path``)
+# The fast path hands a sample to the rescue early when the forward mass at the linear
+# alignment's state falls below this fraction of the row's (random logits at T=3000-4000: by
+# frame 470-670; inputs the fast path passes stayed above 1e-55, see docs/numba.md, step 12).
+BAIL_BELOW = 1e-150
+BAILED = -1e300  # sample_fast's return when it bailed (a loss is never negative)
 
 
 @njit(**JIT)
@@ -286,11 +291,14 @@ def overlap_is_safe(z, c, d):
 
 
 @njit(**JIT)
-def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
+def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
     """Scaled forward-backward of sample ``n``; returns its loss, or NaN when it is unsafe
-    or a softmax row is not finite (the caller then redoes it in log space).
+    or a softmax row is not finite (the caller then tries the rescue, then log space).
     ``skip (L + 1,)``: 1.0 where label ``j`` may be entered from label ``j - 1``
-    (``skip[L] = 0``).
+    (``skip[L] = 0``). ``bail > 0``: every ``TILT_PERIOD`` frames, when the forward row's
+    mass at the state a linear alignment would be in is below ``bail`` of the row's, return
+    ``BAILED`` there: the overlap guard would most likely fail near the end of the backward
+    pass, after all the work (docs/numba.md, step 12); the caller tries the rescue first.
 
     Emissions are never stored: each pass gathers a frame's from its softmax row (the
     backward pass before it writes the gradient there), bit for bit the same each time.
@@ -362,6 +370,11 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip):
             s = forward_row_split(A[prev], A[i], e, 1.0 / c_prev, skip, L)
         if s < SAFE_FLOOR:
             return np.nan
+        if bail > 0.0 and t % TILT_PERIOD == 0:
+            j = (L * t + (T_n - 1) // 2) // (T_n - 1)  # the linear alignment's pair
+            a = A[i]
+            if a[j] + (a[L + 2 + j] if j < L else 0.0) < bail * s:
+                return BAILED
         if i == 0:
             first[t // K] = A[0]
         c_prev = s
@@ -873,8 +886,15 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
         for j in range(1, L):
             if tg[j] != tg[j - 1]:
                 skip[j] = 1.0
-        value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip)
-        if np.isnan(value):
+        value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, BAIL_BELOW)
+        tilted = value == BAILED
+        if tilted:  # predicted to fail: the rescue first, then the plain path after all
+            value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
+            path[n] = TILTED
+            if np.isnan(value):
+                value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip)
+                path[n] = FAST
+        if np.isnan(value) and not tilted:
             value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
             path[n] = TILTED
         if np.isnan(value):
