@@ -142,6 +142,15 @@ def test_larger_problems_against_the_reference(sim):
         _check_reference(problem, sim.run(problem))
 
 
+def test_more_states_than_threads_against_the_reference(sim):
+    """S = 2L + 1 = 41 states over a block of 32 threads in the simulator (up to 256 on a GPU):
+    each thread strides over several states between two syncthreads."""
+    rng = np.random.default_rng(16)
+    problem = ctcbench.CTCProblem(rng.normal(size=(45, 2, 5)), rng.integers(1, 5, size=(2, 20)),
+                                  [45, 40], [20, 17])
+    _check_reference(problem, sim.run(problem))
+
+
 def test_float32_within_the_float32_bound(sim):
     problem = _random_problem(12, T=12, N=3, C=5, L=4, dtype=np.float32)
     result = sim.run(problem)
