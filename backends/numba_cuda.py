@@ -115,6 +115,14 @@ class NumbaCudaBackend:
         T, N, C, L = problem.shape
         S = 2 * L + 1
         dtype = np.dtype(problem.dtype)
+        need = dtype.itemsize * (2 * T * N * S + 3 * T * N * C) + 8 * N * (L + 3)  # bytes
+        if not self.simulator:
+            free, _ = cuda.current_context().get_memory_info()
+            if need > free:
+                raise UnsupportedProblem(
+                    f"{self.name}: needs {need / 2**30:.1f} GiB of GPU memory (alpha and beta "
+                    f"(T, N, S) = ({T}, {N}, {S}), logits, log-probs and gradient (T, N, C)), "
+                    f"{free / 2**30:.1f} GiB free")
         weights = (np.ones(N, dtype) if grad_weights is None
                    else grad_weights_array(grad_weights, N).astype(dtype))
         d_logits = cuda.to_device(np.ascontiguousarray(problem.logits, dtype=dtype))  # (T, N, C)
