@@ -188,6 +188,12 @@ class NumbaBackend:
             return loss, grad
         return call
 
+    def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank):
+        """This backend's own entry point is ctcbench's: a CTCProblem of the arrays (which
+        raises ValueError for malformed input), then ``run``."""
+        result = self.run(CTCProblem(logits, targets, input_lengths, target_lengths, blank=blank))
+        return result.loss, result.grad_logits
+
 
 @dataclass
 class NumbaResult:

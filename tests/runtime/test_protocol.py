@@ -37,6 +37,8 @@ BUILTIN_DECLARED = {
     "torch": {"dtypes": F32_64, "takes_grad_weights": True},
     "torch-cuda": {"dtypes": ("float16",) + F32_64, "device": "cuda", "takes_grad_weights": True},
     "torch-cudnn": {"dtypes": ("float32",), "device": "cuda", "takes_grad_weights": True},
+    "numba-cuda": {"isolated": True, "dtypes": F32_64, "device": "cuda",
+                   "packages": ("numba", "numba_cuda"), "takes_grad_weights": True},
     "optax": {"isolated": True, "dtypes": F32_64, "packages": ("jax", "jaxlib", "optax"),
               "prepare": "method", "takes_grad_weights": True, "takes_exact_shape": True},
     "tf": {"isolated": True, "dtypes": F32_64, "packages": ("tensorflow",),
