@@ -15,6 +15,10 @@ wrong and the gradient torch returns is not the gradient of that loss.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
@@ -28,6 +32,21 @@ from ctcbench.runtime.protocol import (
 INSTALL_HINT = "pip install torch"
 # the aten ops that compute CTC in torch: cuDNN's, and the native CPU/CUDA kernel
 PATH_OPS = ("aten::_cudnn_ctc_loss", "aten::_ctc_loss")
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """File descriptor 2 to /dev/null: torch 2.13's profiler prints "USDT ... profiler_start"
+    and "... profiler_stop" there as it starts and stops, which says nothing to a user."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _import_torch():
@@ -94,7 +113,8 @@ class TorchBackend:
         for options in ({"use_kineto": False}, {}):  # the legacy one starts in milliseconds
             try:
                 prof = torch.autograd.profiler.profile(**options)
-                prof.__enter__()
+                with _quiet_stderr():
+                    prof.__enter__()
                 break
             except Exception:  # some builds keep only Kineto's; without any, no proof
                 prof = None
@@ -102,7 +122,8 @@ class TorchBackend:
             loss = self._ctc(log_probs, inputs, problem.blank, zero_infinity=False)
         finally:
             if prof is not None:
-                prof.__exit__(None, None, None)
+                with _quiet_stderr():
+                    prof.__exit__(None, None, None)
         if prof is None:
             return loss, "torch path: unknown (torch's profiler could not start)"
         names = {e.name for e in prof.function_events}
