@@ -447,12 +447,13 @@ def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_m
     from ctcbench.datasheet.sheet import table
     from ctcbench.drivers import write_backend_pages
     from ctcbench.files import read_text
-    result = finish_run(run_datasheet(
+    result = run_datasheet(
         _listed(backend_names), all_backends=all_backends, dtypes=_listed(dtypes) or None,
         budget=budget, timeout=timeout, max_memory=max_memory_mb * 2**20,
         stages=_listed(stages) or STAGES, axes=_listed(axes) or tuple(AXES), seed=seed,
-        repeat=repeat, out=out, resume=resume))
-    result.files += write_backend_pages(result.run_dir)
+        repeat=repeat, out=out, resume=resume)
+    result.files += write_backend_pages(result.run_dir)  # before report.html, which links them
+    finish_run(result)
     if fmt == "json":
         click.echo(read_text(result.run_dir / "datasheet.json", "datasheet.json"), nl=False)
         return
