@@ -151,3 +151,29 @@ class NoRawHook:
 
     def run(self, problem, **kwargs):
         return self.inner.run(problem, **kwargs)
+
+
+class DriftsWithTAndFirstLogit(NumbaBackend):
+    """A loss off by 1e-8 * T**2 * |the first logit|: an error that grows faster than the
+    float32 bound (linear in T) and meets it at a size that depends on the draw, no cliff."""
+
+    isolated = True
+
+    def run(self, problem, **kwargs):
+        r = super().run(problem, **kwargs)
+        drift = 1e-8 * problem.shape[0] ** 2 * abs(float(problem.clean_logits()[0, 0, 0]))
+        return SimpleNamespace(loss=r.loss + drift, grad_logits=r.grad_logits)
+
+
+class NaNOnSecondCall(NumbaBackend):
+    """Right, except that every second call's losses are NaN."""
+
+    isolated = True
+    calls = 0
+
+    def run(self, problem, **kwargs):
+        r = super().run(problem, **kwargs)
+        type(self).calls += 1
+        if type(self).calls % 2 == 0:
+            return SimpleNamespace(loss=np.full_like(r.loss, np.nan), grad_logits=r.grad_logits)
+        return r

@@ -11,6 +11,7 @@ from ctcbench.fuzz.judge import problem_of
 
 FLOOR_S = 5.0  # a probe may always take this long (within --timeout) before it is a hang
 SLOWDOWN = 20  # ... or this many times the last right probe's seconds, scaled by its size
+CONFIRM = 2  # other seeds a "wrong" cliff is tried again at
 
 
 def _outcome(row: dict) -> Outcome:
@@ -30,7 +31,8 @@ def limit_row(limit: Limit, axis) -> dict:
             "past_status": past.status if past else None,
             "detail": past.detail if past else None,
             "loss_err": past.loss_err if past else None, "grad_err": past.grad_err if past else None,
-            "stopped": limit.stopped, "exact": limit.exact, "probes": len(limit.probes)}
+            "stopped": limit.stopped, "exact": limit.exact, "sharp": limit.sharp,
+            "probes": len(limit.probes)}
 
 
 def search_axis(axis, backend, oracle, dtype: str, *, clock: Clock, deadline: float,
@@ -69,9 +71,36 @@ def search_axis(axis, backend, oracle, dtype: str, *, clock: Clock, deadline: fl
 
     free = available_bytes()
     room = max_bytes if free is None else min(max_bytes, free)
-    return largest_correct(axis.name, run, start=axis.start, cap=axis.cap, deadline=deadline,
-                           bisect_until=bisect_until, clock=clock.now,
-                           fits=lambda p: problem_bytes(*axis.shape(p)) <= room)
+    limit = largest_correct(axis.name, run, start=axis.start, cap=axis.cap, deadline=deadline,
+                            bisect_until=bisect_until, clock=clock.now,
+                            fits=lambda p: problem_bytes(*axis.shape(p)) <= room)
+    if limit.exact and limit.correct is not None and limit.past.status == "wrong":
+        limit.sharp = _same_at_other_seeds(limit, axis, backend, oracle, dtype, seed, done,
+                                           write, budget_for)
+    return limit
+
+
+def _same_at_other_seeds(limit, axis, backend, oracle, dtype, seed, done, write,
+                         budget_for) -> bool:
+    """A wrong answer past a size may be a cliff (wrong at every draw of the logits) or an
+    error that grows with the size and meets the dtype's bound (float32 over long inputs):
+    the last right and first wrong sizes again at ``CONFIRM`` other seeds tell them apart."""
+    same = True
+    for extra in range(1, CONFIRM + 1):
+        for p, want_ok in ((limit.correct, True), (limit.failing, False)):
+            item = f"{axis.name}={p} seed+{extra}"
+            if item in done:
+                status = done[item]["status"]
+            else:
+                out = probe(backend, oracle, problem_of(axis.build(p, seed + extra), dtype),
+                            budget_for(p))
+                status = out.status
+                write({"stage": "confirm", "item": item, "axis": axis.name, "value": p,
+                       "seed": seed + extra, "status": status, "detail": out.detail,
+                       "loss_err": out.loss_err, "grad_err": out.grad_err,
+                       "seconds": out.seconds})
+            same &= (status == "ok") == want_ok
+    return same
 
 
 WARM_UP = {"generator": "random", "C": 3, "seed": 0, "sample": [{"target": [1], "T": 3}]}

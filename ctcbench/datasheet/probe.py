@@ -30,8 +30,9 @@ def _memory(text: str) -> bool:
 def call(backend, problem, timeout_s: float):
     """``backend.run(problem)`` (a worker-backed ``LoadedBackend``) allowed ``timeout_s``
     seconds; returns ``(result, None)`` or ``(None, Outcome)`` saying how it failed."""
-    if backend.worker is not None:
-        backend.worker.traits = replace(backend.worker.traits, timeout_s=float(timeout_s))
+    saved = backend.worker.traits if backend.worker is not None else None
+    if saved is not None:  # for this call only
+        backend.worker.traits = replace(saved, timeout_s=float(timeout_s))
     try:
         return backend.run(problem), None
     except BackendTimeout:
@@ -48,6 +49,9 @@ def call(backend, problem, timeout_s: float):
     except Exception as exc:  # the backend's own error: a refusal, or memory running out
         text = f"{type(exc).__name__}: {exc}"
         return None, Outcome("out of memory" if _memory(text) else "refuses", text[:500])
+    finally:
+        if saved is not None:
+            backend.worker.traits = saved
 
 
 def errors(got, want) -> tuple[float, float]:

@@ -59,9 +59,10 @@ def _shape(T_: int | None = None, N: int | None = None):
 @dataclass(frozen=True)
 class Malformed:
     """One malformed input: ``change`` makes it from the valid batch; ``answer`` is None for
-    an input that has no answer, else what each sample's loss must be: "nan" (not a number:
-    the NaN or inf reaches it), "inf" (infeasible), "ok" (the valid sample's own loss), or
-    "empty" (no samples, no losses)."""
+    an input that has no answer, else what each sample's loss must be: "nan" (the NaN logit
+    reaches it), "nonfinite" (NaN or inf: log_softmax of +inf is NaN, +inf in a frame rules
+    the others out), "inf" (infeasible), "ok" (the valid sample's own loss), or "empty" (no
+    samples, no losses)."""
 
     name: str
     what: str
@@ -90,7 +91,7 @@ PROBES: tuple[Malformed, ...] = (
     Malformed("NaN in a valid frame", "logits[1, 0, 2] = NaN", _set("logits", (1, 0, 2), np.nan),
               answer=("nan", "ok")),
     Malformed("+inf in a valid frame", "logits[1, 0, 2] = +inf",
-              _set("logits", (1, 0, 2), np.inf), answer=("nan", "ok")),
+              _set("logits", (1, 0, 2), np.inf), answer=("nonfinite", "ok")),
     Malformed("empty batch", "N = 0: logits (T, 0, C), targets (0, S)", _shape(N=0),
               answer=("empty",)),
     Malformed("no frames", "T = 0: logits (0, 2, C), input lengths 0", _shape(T_=0),
@@ -119,8 +120,10 @@ def sane(loss, answer: tuple[str, ...], valid: np.ndarray, tol: float = 1e-3) ->
         return False, f"{loss.size} losses for {len(answer)} samples"
     for n, want in enumerate(answer):
         x = loss[n]
-        if want == "nan" and np.isfinite(x):
-            return False, f"sample {n}: a finite loss {x:.6g} from a NaN/inf logit"
+        if want == "nan" and not np.isnan(x):
+            return False, f"sample {n}: {x:.6g} from a NaN logit (want NaN)"
+        if want == "nonfinite" and np.isfinite(x):
+            return False, f"sample {n}: a finite loss {x:.6g} from an infinite logit"
         if want == "inf" and x != np.inf:
             return False, f"sample {n}: {x:.6g} for an infeasible target (want +inf)"
         if want == "ok" and not abs(x - valid[n]) <= tol * max(1.0, abs(valid[n])):

@@ -10,12 +10,14 @@ into one datasheet per backend.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
 from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
 from ctcbench.bench.sizes import TARGET_SIZES, make_problem
-from ctcbench.caselib.judge import loss_error, max_error, problem_tolerance
+from ctcbench.caselib.judge import loss_error, max_error, problem_tolerance, worst
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.kind import KIND
@@ -75,13 +77,17 @@ def determinism(backend, dtype: str) -> dict:
     problem = make_problem(size, dtype=dtype, seed=1)
     first = backend.run(problem)
     loss_diff = grad_diff = 0.0
+    identical = True
     for _ in range(REPEATS - 1):
         again = backend.run(problem)
-        loss_diff = max(loss_diff, max_error(loss_error(again.loss, first.loss)))
-        with np.errstate(invalid="ignore"):
-            grad_diff = max(grad_diff, max_error(np.abs(again.grad_logits - first.grad_logits)))
+        identical &= (np.array_equal(again.loss, first.loss, equal_nan=True)
+                      and np.array_equal(again.grad_logits, first.grad_logits, equal_nan=True))
+        loss_diff = worst(loss_diff, max_error(loss_error(again.loss, first.loss)))
+        with np.errstate(invalid="ignore"):  # NaN against a number: a NaN difference, the worst
+            grad_diff = worst(grad_diff,
+                              max_error(np.abs(again.grad_logits - first.grad_logits)))
     return {"stage": "determinism", "item": size.label, "calls": REPEATS,
-            "status": "identical" if loss_diff == grad_diff == 0 else "differs",
+            "status": "identical" if identical else "differs",
             "loss_diff": loss_diff, "grad_diff": grad_diff,
             "declared": backend.traits.nondeterministic}
 
@@ -89,19 +95,27 @@ def determinism(backend, dtype: str) -> dict:
 def _speed(name: str, dtype: str, sizes, repeat: int, progress) -> list[dict]:
     """The bench's rows for ``name`` beside torch's, measured interleaved, at ``sizes``, on
     one thread (as ``ctcbench bench`` measures by default)."""
+    environ = dict(os.environ)  # set_threads sets the thread variables the workers read
     set_threads(SPEED_THREADS)
     backends = resolve_backends([name])
     rows = []
-    for size in sizes:
-        progress.note(f"{name} {dtype} speed {size.label}")
-        for r in measure_size(backends, size, dtype=dtype, repeat=repeat, memory=True,
-                              threads=SPEED_THREADS):
-            if r["backend"] == name:
-                keep = ("T", "N", "C", "L", "status", "reason", "ns_per_cell", "time_median_s",
-                        "ratio_to_torch", "peak_rss_mb", "first_call_s")
-                rows.append({"stage": "speed", "item": size.label, "threads": SPEED_THREADS,
-                             **{k: r.get(k) for k in keep}})
-        progress.update()
+    try:
+        for size in sizes:
+            progress.note(f"{name} {dtype} speed {size.label}")
+            for r in measure_size(backends, size, dtype=dtype, repeat=repeat, memory=True,
+                                  threads=SPEED_THREADS):
+                if r["backend"] == name:
+                    keep = ("T", "N", "C", "L", "status", "reason", "ns_per_cell",
+                            "time_median_s", "ratio_to_torch", "peak_rss_mb", "first_call_s")
+                    rows.append({"stage": "speed", "item": size.label,
+                                 "threads": SPEED_THREADS, **{k: r.get(k) for k in keep}})
+            progress.update()
+    finally:  # the next backend's stages run as this one's did
+        for b in backends.values():
+            if not isinstance(b, tuple):
+                b.close()
+        os.environ.clear()
+        os.environ.update(environ)
     return rows
 
 
@@ -140,6 +154,15 @@ def _check(budget, timeout, max_memory, stages, dtypes, seed, repeat) -> None:
         fail("--repeat", "a positive integer", repr(repeat))
 
 
+def _same_options(meta: dict | None, config: dict) -> None:
+    """A resumed folder replays its probes, which hold for the options they were run with."""
+    stored = (meta or {}).get("config") or {}
+    for key, value in config.items():
+        if key in stored and stored[key] != value:
+            fail("--resume", f"the options of the run in the folder ({key} = {stored[key]!r})",
+                 f"{key} = {value!r}")
+
+
 class _Sheet:
     """One backend's stages in an open run folder: each writes its rows as they are finished
     and skips what ``done`` (the rows the folder holds, by key) already has."""
@@ -174,6 +197,13 @@ class _Sheet:
         b = self.backend
         self.taken = [d for d in (dtypes or FLOAT_DTYPES) if _takes(b, d)]
         self.main = [d for d in self.taken if d in (dtypes or ("float32",))] or self.taken[:1]
+        if not self.taken:  # --dtype asked only for what it does not compute in
+            if not self.has(None, "info", "backend"):
+                self.write({"stage": "info", "item": "backend", "status": "skipped",
+                            "detail": f"takes none of --dtype {','.join(dtypes)} (it takes "
+                                      f"{', '.join(b.traits.dtypes or ('none tried',))})"})
+            b.close()
+            return False
         if not self.has(None, "info", "backend"):
             self.write({"stage": "info", "item": "backend", "status": "ok",
                         "device": b.traits.device, "dtypes": self.taken,
@@ -270,6 +300,7 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
               "stages": list(stages), "axes": list(axes), "seed": seed, "repeat": repeat}
     with open_run(KIND, out, resume=resume) as run, \
             Progress("datasheet", unit="probes", enabled=progress) as bar:
+        _same_options(run.meta, config)
         kept = run.rows()
         run.write_meta(config)
         done = {(r.get("backend"), r.get("dtype"), r.get("stage"), r.get("item")): r for r in kept}

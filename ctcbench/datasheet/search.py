@@ -60,6 +60,7 @@ class Limit:
     past: Outcome | None = None
     stopped: str | None = None
     probes: list[tuple[int, Outcome]] = field(default_factory=list)
+    sharp: bool = True  # False: past a "wrong" limit, other draws were right (a drift, no cliff)
 
     @property
     def exact(self) -> bool:

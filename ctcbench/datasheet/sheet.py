@@ -21,6 +21,8 @@ def limit_text(v: dict) -> str:
     if v["correct"] is None:
         return f"fails at {v['failing']} ({v['past_status']})"
     step = "" if v["exact"] else f" ({v['correct']}..{v['failing']}, bisection unfinished)"
+    if v.get("sharp") is False:  # not at every draw: an error growing into the bound
+        return f"~{v['correct']} (the error reaches the {v.get('dtype')} bound; no cliff)"
     return f"{v['correct']} ({v['past_status']} at {v['failing']}){step}"
 
 
@@ -143,7 +145,9 @@ def markdown(sheet: dict[str, dict], meta: dict) -> str:
     backends = config.get("backends") or list(sheet)
     command = "ctcbench datasheet " + ("--all" if config.get("all") else
                                        "--backend " + ",".join(backends)) + \
-        f" --budget {config.get('budget_s', '?'):g}"
+        f" --budget {config.get('budget_s', 0):g} --timeout {config.get('timeout_s', 0):g}" \
+        f" --max-memory {config.get('max_memory', 0) // 2**20} --seed {config.get('seed')}" \
+        f" --repeat {config.get('repeat')}"
     for option, key, every in (("--stages", "stages", STAGES), ("--axes", "axes", tuple(AXES)),
                                ("--dtype", "dtypes", ())):
         if config.get(key) and tuple(config[key]) != every:

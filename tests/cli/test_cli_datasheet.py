@@ -82,3 +82,36 @@ def test_bad_options_are_one_line(args, fragments, register_backends, tmp_path, 
     last = res.output.strip().splitlines()[-1]
     assert last.startswith("Error: ") and all(f in last for f in fragments), res.output
     assert not (tmp_path / "reports").exists()
+
+
+def test_resume_with_other_options_is_refused(tmp_path):
+    """The probes a folder holds were run with its options: --resume with another --seed is
+    one line naming the option and both values, and the folder is left as it was."""
+    runner = CliRunner()
+    args = ["datasheet", "--backend", "numpy", "--stages", "determinism", "--out",
+            str(tmp_path / "run")]
+    assert runner.invoke(cli, args).exit_code == 0
+    before = (tmp_path / "run" / "rows.jsonl").read_bytes()
+    res = runner.invoke(cli, [*args, "--resume", "--seed", "3"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith("Error: --resume: expected the options of the run") and "seed" in last
+    assert (tmp_path / "run" / "rows.jsonl").read_bytes() == before
+
+
+def test_nan_on_a_repeat_call_differs_and_an_untaken_dtype_is_said(register_backends, tmp_path):
+    """A second call that comes back NaN is "differs", never "identical"; asking only for a
+    dtype the backend does not take is a skipped sheet that says which it takes."""
+    register_backends("nan-second", "cliff_backends:NaNOnSecondCall")
+    res = CliRunner().invoke(cli, ["datasheet", "--backend", "nan-second", "--stages",
+                                   "determinism", "--format", "json", "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.stdout)["backends"]["nan-second"]["determinism"]["float32"]
+    assert row["status"] == "differs"
+    res = CliRunner().invoke(cli, ["datasheet", "--backend", "torch", "--dtype", "float16",
+                                   "--stages", "determinism", "--format", "json",
+                                   "--out", str(tmp_path / "b")])
+    assert res.exit_code == 0, res.output
+    sheet = json.loads(res.stdout)["backends"]["torch"]
+    assert sheet["status"] == "skipped" and "takes none of --dtype float16" in sheet["detail"]
+    assert "float32, float64" in sheet["detail"]

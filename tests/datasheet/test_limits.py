@@ -41,7 +41,7 @@ def test_a_planted_cliff_is_reported_exactly(name, register_backends, tmp_path):
                        out=tmp_path / "run", progress=False)
     limit = result.summary["sheets"][name]["limits"]["float32"][axis]
     assert (limit["correct"], limit["failing"], limit["past_status"]) == (last, last + 1, past)
-    assert limit["exact"] and limit["status"] == "found"
+    assert limit["exact"] and limit["status"] == "found" and limit["sharp"]
     if past == "crashes":
         assert "SIGSEGV" in limit["detail"]
     if past == "refuses":
@@ -61,3 +61,15 @@ def test_a_correct_backend_is_correct_up_to_at_least(tmp_path):
     assert limit["failing"] is None and limit["correct"] >= 256
     assert limit["text"] == f">= {limit['correct']}"
     assert limit["stopped"] and ("memory" in limit["stopped"] or "budget" in limit["stopped"])
+
+
+def test_an_error_growing_into_the_bound_is_no_cliff(register_backends, tmp_path):
+    """A loss error of 1e-8 * T**2 * |first logit| crosses the float32 bound (about 2.6e-5 T
+    on these problems) at a T that depends on the draw: the last right and first wrong sizes at two other seeds disagree, and the
+    limit says "~T (the error reaches the float32 bound; no cliff)"."""
+    register_backends("drift-T", "cliff_backends:DriftsWithTAndFirstLogit")
+    result = datasheet(["drift-T"], stages=("limits",), axes=("T",), budget=40, timeout=10,
+                       out=tmp_path / "run", progress=False)
+    limit = result.summary["sheets"]["drift-T"]["limits"]["float32"]["T"]
+    assert limit["past_status"] == "wrong" and limit["sharp"] is False
+    assert limit["text"] == f"~{limit['correct']} (the error reaches the float32 bound; no cliff)"

@@ -38,6 +38,9 @@ def test_sane_by_hand():
     assert not sane([700.0, 4.0], ("inf", "ok"), valid)[0]
     assert sane([np.nan, 4.0], ("nan", "ok"), valid)[0]
     assert not sane([1.5, 4.0], ("nan", "ok"), valid)[0]
+    assert not sane([np.inf, 4.0], ("nan", "ok"), valid)[0]  # +inf says infeasible: wrong
+    assert sane([np.inf, 4.0], ("nonfinite", "ok"), valid)[0]
+    assert not sane([2.0, 4.0], ("nonfinite", "ok"), valid)[0]
     assert not sane([np.inf, 4.5], ("inf", "ok"), valid)[0]
     assert sane(np.zeros(0), ("empty",), valid)[0] and not sane([0.0], ("empty",), valid)[0]
 
@@ -58,7 +61,8 @@ def test_a_raw_call_that_returns_garbage_is_marked_so(register_backends, tmp_pat
     got = verdicts("raw-garbage", register_backends, "RawGarbage", tmp_path)
     assert got.pop("empty batch")["verdict"] == "returns sane"
     assert {r["verdict"] for r in got.values()} == {"returns garbage"}
-    assert "a finite loss 0.5" in got["NaN in a valid frame"]["detail"]
+    assert "0.5 from a NaN logit" in got["NaN in a valid frame"]["detail"]
+    assert "a finite loss 0.5" in got["+inf in a valid frame"]["detail"]
 
 
 def test_raises_and_hangs_and_no_hook(register_backends, tmp_path):
