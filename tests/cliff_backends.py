@@ -177,3 +177,17 @@ class NaNOnSecondCall(NumbaBackend):
         if type(self).calls % 2 == 0:
             return SimpleNamespace(loss=np.full_like(r.loss, np.nan), grad_logits=r.grad_logits)
         return r
+
+
+class DriftsAtT300C500(NumbaBackend):
+    """A loss off by up to 1.0, largest for T near 300 and C near 500 and falling off with
+    log-distance from there: a worst case inside the space, away from every corner."""
+
+    isolated = True
+
+    def run(self, problem, **kwargs):
+        import math
+        r = super().run(problem, **kwargs)
+        T, _, C, _ = problem.shape
+        drift = math.exp(-(math.log(T / 300) ** 2 + math.log(C / 500) ** 2))
+        return SimpleNamespace(loss=r.loss + drift, grad_logits=r.grad_logits)

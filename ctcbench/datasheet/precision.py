@@ -124,9 +124,10 @@ def _random(rng, seed: int) -> Genes:
 
 
 def _mutate(g: Genes, rng, seed: int) -> Genes:
-    """One number of ``g`` doubled, halved or set to a bound; a new seed for the draws."""
+    """One number of ``g`` halved, doubled, moved by a quarter or set to a bound (coarse steps
+    to cross the space, fine ones to climb a peak); a new seed for the draws."""
     gene = str(rng.choice(["T", "C", "L", "repeats", "scale", "doubt", "frames"]))
-    move = rng.integers(4)  # 0 half, 1 double, 2 low bound, 3 high bound
+    move = rng.integers(6)  # 0 half, 1 double, 2 low bound, 3 high bound, 4 / 1.25, 5 * 1.25
     ranges = {"T": T_RANGE, "C": C_RANGE, "L": (1, T_RANGE[1]), "scale": SCALE_RANGE,
               "doubt": DOUBT_RANGE, "repeats": (0.0, 1.0)}
     if gene == "frames":
@@ -134,11 +135,12 @@ def _mutate(g: Genes, rng, seed: int) -> Genes:
     value = getattr(g, gene)
     lo, hi = ranges[gene]
     if gene in ("scale", "doubt"):
-        value = [value / 4, value * 4, lo, hi][move]
+        value = [value / 4, value * 4, lo, hi, value / 1.5, value * 1.5][move]
     elif gene == "repeats":
-        value = [value / 2, min(1.0, value * 2 + 0.1), 0.0, 0.9][move]
+        value = [value / 2, min(1.0, value * 2 + 0.1), 0.0, 0.9, value * 0.8,
+                 min(1.0, value * 1.25 + 0.05)][move]
     else:
-        value = [value // 2, value * 2, lo, hi][move]
+        value = [value // 2, value * 2, lo, hi, value / 1.25, value * 1.25 + 1][move]
     return replace(g, **{gene: type(getattr(g, gene))(value)}, seed=seed)
 
 
