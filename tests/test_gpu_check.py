@@ -63,3 +63,34 @@ def test_bench_grid_has_the_long_and_the_wide_sizes():
     assert {(1000, 32, 100, 200), (200, 16, 50, 40), (50, 8, 20, 10), (1000, 8, 5000, 100)} <= sizes
     assert any(T == 4000 and L == 1000 for T, _, _, L in sizes)
     assert any(C == 5000 for _, _, C, _ in sizes)
+
+
+def test_paths_step_judges_as_compare_does():
+    """The paths step's verdict on one result: the reference itself is ok with the same
+    bits twice, a loss 0.5 high is a mismatch naming the loss, both against the reference."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import ctcbench
+    from ctcbench.caselib.judge import problem_tolerance
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    rng = np.random.default_rng(0)
+    problem = ctcbench.CTCProblem(rng.normal(size=(6, 2, 4)), np.array([[1, 2], [3, 3]]),
+                                  np.array([6, 5]), np.array([2, 2]))
+    reference = ctcbench.get_backend("numpy")
+    want = reference.run(problem)
+    tol = problem_tolerance(problem)
+    ok = gpu_check._checked(reference, problem, want, tol, np)
+    assert ok["status"] == "ok" and ok["same_bits"] and ok["loss_err"] == 0
+
+    class High:
+        def run(self, p):
+            r = reference.run(p)
+            return SimpleNamespace(loss=r.loss + 0.5, grad_logits=r.grad_logits, notes=[],
+                                   compute_dtype=None)
+    bad = gpu_check._checked(High(), problem, want, tol, np)
+    assert bad["status"] == "mismatch" and bad["loss_err"] == 0.5 and "loss vs numpy" in bad["reason"]
