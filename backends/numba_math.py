@@ -103,9 +103,8 @@ LOG_JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy", nogil=Tru
 @njit(inline="always", **LOG_JIT)
 def lse3(a, b, c):
     """``log(exp(a) + exp(b) + exp(c))`` for values in ``[-inf, 0]``; ``-inf`` if all are.
-    Branch-free: the largest term is ``exp(0) = 1``, so the sum lies in ``[1, 3]``.
-    (Picking the largest to skip its ``exp`` was slower: 3.4-3.6 against 3.0 ns per state,
-    the compare-and-selects costing more than the ``exp`` saved.)"""
+    Branch-free: the largest term is ``exp(0) = 1``, so the sum lies in ``[1, 3]`` (skipping
+    the largest term's ``exp`` was slower: docs/numba.md, "What did not help")."""
     m = max(a, max(b, c))
     shift = m if m > -np.inf else 0.0
     total = exp_nonpositive(a - shift) + exp_nonpositive(b - shift) + exp_nonpositive(c - shift)

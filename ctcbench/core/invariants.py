@@ -38,8 +38,7 @@ def broken_invariants(problem, loss: np.ndarray, grad: np.ndarray, *, tol: float
         t, n, c = np.argwhere(~np.isfinite(grad))[0]
         return [f"gradient finite: got {grad[t, n, c]} at t={t} n={n} c={c}"]
     rows = grad.sum(axis=2)  # (T, N)
-    # a sum of C entries each right to round-off drifts like sqrt(C) of them: at C = 3 * 2**20
-    # a float32 row sums to ~1e-4 with every entry within tolerance (warpctc, measured)
+    # a sum of C entries each right to round-off drifts like sqrt(C) of them (docs/fuzz.md)
     row_tol = tol + ROW_EPS.get(problem.dtype, 0.0) * np.sqrt(C)
     bad = np.argwhere(live & (np.abs(rows) > row_tol))
     if len(bad):

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ctcbench.caselib.judge import loss_error
-from ctcbench.datasheet.probe import call, problem_bytes
+from ctcbench.datasheet.probe import call, exact, problem_bytes
 from ctcbench.fuzz.judge import problem_of
 
 # the space searched
@@ -173,7 +173,7 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, timeout_s: 
             if failure is not None:
                 row.update(status=failure.status, detail=failure.detail)
             else:
-                row.update(status="ok", **scores(got, oracle.run(problem)))
+                row.update(status="ok", **scores(got, exact(oracle, problem)))
             write(row)
         progress.update()
         if row["status"] != "ok":

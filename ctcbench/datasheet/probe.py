@@ -54,6 +54,18 @@ def call(backend, problem, timeout_s: float):
             backend.worker.traits = saved
 
 
+def exact(oracle, problem):
+    """The oracle's answer; its failure (memory, most often) is the harness's, said in one
+    line naming the oracle and the problem's size, never charged to the backend."""
+    try:
+        return oracle.run(problem)
+    except Exception as exc:
+        T, N, C, L = problem.shape
+        raise RuntimeError(f"the oracle {oracle.name} failed on T={T} N={N} C={C} L={L} "
+                           f"({type(exc).__name__}: {exc}); lower --max-memory to keep "
+                           f"sizes it can take") from None
+
+
 def errors(got, want) -> tuple[float, float]:
     """The largest absolute loss error (0 where both are the same infinity) and gradient error."""
     loss = max_error(loss_error(np.asarray(got.loss, np.float64), want.loss))
@@ -71,7 +83,7 @@ def probe(backend, oracle, problem, timeout_s: float) -> Outcome:
     if failed is not None:
         failed.seconds = seconds
         return failed
-    want = oracle.run(problem)
+    want = exact(oracle, problem)
     loss_err, grad_err = errors(got, want)
     reason = wrong(problem, got, want, oracle.name)
     status = "ok" if reason is None else "invalid" if reason.startswith("invariant") else "wrong"
