@@ -115,3 +115,18 @@ def test_nan_on_a_repeat_call_differs_and_an_untaken_dtype_is_said(register_back
     sheet = json.loads(res.stdout)["backends"]["torch"]
     assert sheet["status"] == "skipped" and "takes none of --dtype float16" in sheet["detail"]
     assert "float32, float64" in sheet["detail"]
+
+
+def test_resume_may_add_a_stage(tmp_path):
+    """Another stage on --resume is rows of its own: the first stage's rows are kept as they
+    were and the new stage's are added."""
+    runner = CliRunner()
+    args = ["datasheet", "--backend", "numpy", "--out", str(tmp_path / "run")]
+    assert runner.invoke(cli, [*args, "--stages", "determinism"]).exit_code == 0
+    before = (tmp_path / "run" / "rows.jsonl").read_text().splitlines()
+    res = runner.invoke(cli, [*args, "--stages", "determinism,robustness", "--resume",
+                              "--format", "json"])
+    assert res.exit_code == 0, res.output
+    after = (tmp_path / "run" / "rows.jsonl").read_text().splitlines()
+    assert after[:len(before)] == before
+    assert len(json.loads(res.stdout)["backends"]["numpy"]["robustness"]) == len(PROBES)
