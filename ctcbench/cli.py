@@ -358,7 +358,7 @@ def predict(checkpoint, images, beam, fmt):
 def fuzz(backend_name, against, budget, seed, dtypes, executor, scheduler, jobs, out, resume,
          fmt):
     """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
-    from ctcbench.fuzz.run import fuzz as run_fuzz
+    from ctcbench.fuzz.run import fuzz as run_fuzz, summary_text
     from ctcbench.files import to_json
     result = run_fuzz(backend_name, against=against, budget=budget, seed=seed,
                       dtypes=dtypes or None, out=out, resume=resume, executor=executor,
@@ -368,19 +368,7 @@ def fuzz(backend_name, against, budget, seed, dtypes, executor, scheduler, jobs,
     if fmt == "json":
         click.echo(to_json({**found, "run_dir": str(result.run_dir)}, indent=2))
     else:
-        click.echo(f"fuzz {backend_name} against {against}: {found['tried']} problems in "
-                   f"{found['seconds']:.0f} s")
-        if not found["found"]:
-            click.echo("nothing found")
-        else:
-            size = found["size"]
-            click.echo(f"FOUND: {found['what']}")
-            click.echo(f"smallest problem: T={size['T']} N={size['N']} C={size['C']} "
-                       f"L={size['L']} input_lengths={size['input_lengths']} "
-                       f"blank={size['blank']} {found['dtype']}")
-            click.echo(f"case file: {found['case_file']}")
-            click.echo(f"reproduce: ctcbench compare --cases {Path(found['case_file']).parent} "
-                       f"--backend {backend_name}")
+        click.echo(summary_text(found, backend_name, against))
     if found["found"]:
         raise SystemExit(1)
 
@@ -392,19 +380,14 @@ def fuzz(backend_name, against, budget, seed, dtypes, executor, scheduler, jobs,
 @format_option("table", "json")
 def atlas(backend_names, out, resume, fmt):
     """Try each known CTC bug of the atlas on the installed stack: reproduces, fixed, or not."""
-    from ctcbench.atlas.run import atlas as run_atlas
+    from ctcbench.atlas.run import atlas as run_atlas, table_text
     from ctcbench.files import to_json
     result = finish_run(run_atlas(list(backend_names) or None, out=out, resume=resume))
     rows = result.rows.to_dict("records")
     if fmt == "json":
         click.echo(to_json({"summary": result.summary, "rows": rows}, indent=1))
         return
-    wid = max(len(r["id"]) for r in rows)
-    for r in rows:
-        tried = f"{r['backend']} {r['case']} {r['dtype']}" if isinstance(r.get("case"), str) else ""
-        click.echo(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {tried}")
-    counts = ", ".join(f"{v} {k}" for k, v in result.summary.items() if k != "entries" and v)
-    click.echo(f"atlas: {result.summary['entries']} entries: {counts}; results in {result.run_dir}")
+    click.echo(table_text(result))
 
 
 def _listed(values) -> list[str]:
@@ -444,7 +427,7 @@ def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_m
     """One page per CTC implementation: its limits, worst precision, bad input, speed."""
     from ctcbench.datasheet.axes import AXES
     from ctcbench.datasheet.run import STAGES, datasheet as run_datasheet
-    from ctcbench.datasheet.sheet import table
+    from ctcbench.datasheet.sheet import text
     from ctcbench.drivers import write_backend_pages
     from ctcbench.files import read_text
     result = run_datasheet(
@@ -457,10 +440,7 @@ def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_m
     if fmt == "json":
         click.echo(read_text(result.run_dir / "datasheet.json", "datasheet.json"), nl=False)
         return
-    rows = table(result.summary["sheets"])
-    wide = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, wide)).rstrip())
+    click.echo(text(result.summary["sheets"]))
 
 
 def main():

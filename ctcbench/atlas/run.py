@@ -92,3 +92,17 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> Run
     summary["entries"] = len(all_rows)
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept),
                      files=[run.run_dir / "rows.json"])
+
+
+def table_text(result: RunResult) -> str:
+    """An atlas run for people: a line per entry (status, id, device, what was tried), then
+    the counts."""
+    rows = result.rows.to_dict("records")
+    wid = max(len(r["id"]) for r in rows)
+    lines = []
+    for r in rows:
+        tried = f"{r['backend']} {r['case']} {r['dtype']}" if isinstance(r.get("case"), str) else ""
+        lines.append(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {tried}".rstrip())
+    counts = ", ".join(f"{v} {k}" for k, v in result.summary.items() if k != "entries" and v)
+    return "\n".join(lines + [f"atlas: {result.summary['entries']} entries: {counts}; results "
+                              f"in {result.run_dir}"])

@@ -169,3 +169,10 @@ def write_exports(run_dir: Path, rows: list[dict], meta: dict) -> list[Path]:
         "environment"), "config": (meta or {}).get("config"), "backends": sheet}, indent=1) + "\n")
     atomic_write(run_dir / "datasheet.md", markdown(sheet, meta))
     return [run_dir / "datasheet.json", run_dir / "datasheet.md"]
+
+
+def text(sheet: dict[str, dict]) -> str:
+    """:func:`table` for a terminal: columns padded to their widest cell."""
+    rows = table(sheet)
+    wide = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, wide)).rstrip() for r in rows)

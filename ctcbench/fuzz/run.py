@@ -99,3 +99,20 @@ def _loaded(name: str, option: str):
         return get_backend(name)
     except BackendUnavailable as exc:
         raise ValueError(f"{option}: {name!r} cannot run here: {exc}") from None
+
+
+def summary_text(found: dict, backend_name: str, against: str) -> str:
+    """A search's summary for people: what it tried and, when it found one, the problem, its
+    case file and the command that reproduces it."""
+    lines = [f"fuzz {backend_name} against {against}: {found['tried']} problems in "
+             f"{found['seconds']:.0f} s"]
+    if not found["found"]:
+        return "\n".join(lines + ["nothing found"])
+    size = found["size"]
+    return "\n".join(lines + [
+        f"FOUND: {found['what']}",
+        f"smallest problem: T={size['T']} N={size['N']} C={size['C']} L={size['L']} "
+        f"input_lengths={size['input_lengths']} blank={size['blank']} {found['dtype']}",
+        f"case file: {found['case_file']}",
+        f"reproduce: ctcbench compare --cases {Path(found['case_file']).parent} "
+        f"--backend {backend_name}"])
