@@ -5,7 +5,7 @@ with a log-space fallback per sample, gradient w.r.t. the logits, all in one pas
 sample). The adapter takes logits ``(T, N, C)`` in any float dtype and computes in float64
 (``compute_dtype = "float64"``): float16/bfloat16 logits are widened exactly to float32
 first, float32 ones are read as they are. ``NumbaBackend(compute_dtype="float32")`` opts in
-to the float32 compute of :mod:`ctcbench.backends.numba_kernels32` (a float32 gradient;
+to the float32 compute (the same kernel with a float32 gradient: float32 rows on its fast path;
 samples it cannot certify in float32 are computed in float64), never the default.
 
 Threads: ``CTCBENCH_THREADS`` (set by ``--threads``) or, unset, numba's default (one per
@@ -87,8 +87,8 @@ class NumbaBackend:
 
     def __init__(self, compute_dtype: str = "float64"):
         """``compute_dtype``: ``"float64"`` (the default, for every logits dtype) or, opt-in,
-        ``"float32"``: the float32 fast path of :mod:`ctcbench.backends.numba_kernels32`
-        (samples it turns down are computed in float64; the gradient is float32)."""
+        ``"float32"``: the kernel's fast path on float32 rows (samples it turns down are
+        computed in float64; the gradient is float32)."""
         if compute_dtype not in COMPUTE_DTYPES:
             raise ValueError(f"compute_dtype: expected one of {', '.join(COMPUTE_DTYPES)}, "
                              f"got {compute_dtype!r}")
@@ -120,11 +120,8 @@ class NumbaBackend:
                 np.ascontiguousarray(problem.input_lengths, dtype=np.int64),
                 np.ascontiguousarray(problem.target_lengths, dtype=np.int64),
                 np.int64(problem.blank), weights)
-        if self.compute_dtype == "float32":
-            from ctcbench.backends import numba_kernels32
-            kernel, grad_type = numba_kernels32.ctc_batch32, numba.float32[:, :, ::1]
-        else:
-            kernel, grad_type = numba_kernels.ctc_batch, numba.float64[:, :, ::1]
+        kernel = numba_kernels.ctc_batch  # a float32 grad asks for the float32 compute
+        grad_type = numba.typeof(np.empty((1, 1, 1), dtype=self.compute_dtype))
         key = f"{logits.dtype.name}/{self.compute_dtype}"
         if key not in self.compile_seconds:
             t0 = time.perf_counter()
@@ -159,21 +156,21 @@ class NumbaBackend:
         loss, grad, path = self._launch(numba, kernel, args, threads, T, N, C)
         log_space = path == k.LOG_SPACE
         tilted = path == k.TILTED
+        float32_rows = None
         if self.compute_dtype == "float32":
-            from ctcbench.backends.numba_kernels32 import TILTED32
-            in64 = (path != k.FAST) & (path != TILTED32)
-            tilted |= path == TILTED32
+            float32_rows = path == k.FAST
+            in64 = ~float32_rows
             if in64.any():
                 notes.append(f"float32 compute: samples {np.flatnonzero(in64).tolist()} "
-                             f"computed in float64 (the float32 guards failed, or the table "
-                             f"was too large), gradient stored in float32")
+                             f"computed in float64 (their float32 rows would not hold them), "
+                             f"gradient stored in float32")
         if tilted.any():
             notes.append(f"tilted probability-space rescue for samples "
                          f"{np.flatnonzero(tilted).tolist()}")
         if log_space.any():
             notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
         return NumbaResult(loss, grad, log_space, threads, notes, self.compute_dtype,
-                           tilted=tilted)
+                           tilted=tilted, float32_rows=float32_rows)
 
     def kernel(self, problem: CTCProblem):
         """What `bench` times: the kernel on the problem's arrays, converted, checked and
@@ -198,7 +195,9 @@ class NumbaBackend:
 @dataclass
 class NumbaResult:
     """The backend result; ``log_space (N,)`` marks samples computed in log space, ``tilted
-    (N,)`` those the tilted probability-space rescue computed (docs/numba.md)."""
+    (N,)`` those the tilted probability-space rescue computed (docs/numba.md), and, for the
+    float32 compute, ``float32_rows (N,)`` those computed in float32 rows (the rest in
+    float64)."""
 
     loss: np.ndarray  # (N,)
     grad_logits: np.ndarray  # (T, N, C)
@@ -207,3 +206,4 @@ class NumbaResult:
     notes: list[str] = field(default_factory=list)
     compute_dtype: str = "float64"
     tilted: np.ndarray | None = field(default=None, repr=False)  # (N,) bool: the rescue
+    float32_rows: np.ndarray | None = field(default=None, repr=False)  # (N,) bool

@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ctcbench.backends.numba_math import LOG_JIT, exp_nonpositive, lse3
 
@@ -55,19 +56,26 @@ FAST, TILTED, LOG_SPACE = 0, 1, 2  # the path a sample took (ctc_batch's ``path`
 # frame 470-670; inputs the fast path passes stayed above 1e-55, see docs/numba.md, step 12).
 BAIL_BELOW = 1e-150
 BAILED = -1e300  # sample_fast's return when it bailed (a loss is never negative)
+# The opt-in float32 compute (a float32 grad): the fast path on float32 rows, 16 lanes a
+# vector. float32's smallest normal is 1.2e-38; below SAFE_FLOOR32 a scaled float32 quantity
+# may have lost mass. It bails at BAIL_BELOW32 (random logits at T=200 L=40 stay above it).
+SAFE_FLOOR32 = 1e-30
+BAIL_BELOW32 = 1e-16
+FAST64 = 3  # float32 compute: a sample handed to the float64 paths, computed by their fast one
 
 
 @njit(**JIT)
-def segment_frames(T_n, L):
+def segment_frames(T_n, L, itemsize=8):
     """Frames per segment of the forward table: ``T_n`` (one segment, nothing recomputed)
     while the whole table fits ``WHOLE_TABLE_BYTES``; else as many as fit ``SEGMENT_BYTES``,
     more when the checkpoints would pass ``CHECKPOINT_BYTES``. Recomputing a segment costs
-    one more forward pass over it, so a table that fits is kept whole (docs/numba.md)."""
+    one more forward pass over it, so a table that fits is kept whole (docs/numba.md).
+    ``itemsize``: bytes per entry (4 for the float32 compute)."""
     W = 2 * L + 3
-    if 8 * T_n * W <= WHOLE_TABLE_BYTES:
+    if itemsize * T_n * W <= WHOLE_TABLE_BYTES:
         return T_n
-    K = max(8, SEGMENT_BYTES // (8 * W))
-    K = max(K, -(-8 * T_n * W // CHECKPOINT_BYTES))
+    K = max(8, SEGMENT_BYTES // (itemsize * W))
+    K = max(K, -(-itemsize * T_n * W // CHECKPOINT_BYTES))
     return min(K, T_n)
 
 
@@ -123,8 +131,8 @@ def softmax_frame(x, row, tg, L, blank, e):
     m = row_max(x)
     for c in range(C):
         row[c] = exp_nonpositive(np.float64(x[c]) - m)
-    s = row_sum(row, 0, C)
-    inv = 1.0 / s
+    s = row_sum(row, 0, C)  # in float64 for either row dtype
+    inv = row.dtype.type(1.0 / s)
     for c in range(C):
         row[c] *= inv
     gather_emissions(row, tg, L, blank, e)
@@ -158,8 +166,7 @@ def forward_row(p, a, e, k, skip, L):
     el = e[1:L + 1]
     ab = a[:L + 1]
     al = a[L + 2:2 * L + 2]
-    sb = 0.0
-    sl = 0.0
+    sb = sl = a.dtype.type(0.0)  # the rows' dtype, so that float32 rows stay float32
     for j in range(L):  # blank j and label j together: they read the same p[j], p[L + 1 + j]
         u = pb[j]
         q = pl[j]
@@ -197,10 +204,7 @@ def backward_row(nb, cb, e1, kb, skip, a, P, L):
     cbl = cb[L + 2:2 * L + 2]
     ab = a[:L + 1]
     al = a[L + 2:2 * L + 2]
-    db = 0.0
-    zb = 0.0
-    dl = 0.0
-    zl = 0.0
+    db = zb = dl = zl = cb.dtype.type(0.0)
     for j in range(L):  # blank j and label j together, as in forward_row
         g = nbl[j] * el[j]
         v = nbb[j] * eb + g * kb
@@ -231,12 +235,12 @@ def forward_row_split(p, a, e, k, skip, L):
     el = e[1:L + 1]
     ab = a[:L + 1]
     al = a[L + 2:2 * L + 2]
-    sb = 0.0
+    sb = a.dtype.type(0.0)
     for j in range(L + 1):
         v = eb * (pb[j] + pl[j])
         ab[j] = v
         sb += v
-    sl = 0.0
+    sl = a.dtype.type(0.0)
     for j in range(L):
         v = el[j] * k * (pc[j] + pb[j] + skip[j] * pl[j])
         al[j] = v
@@ -261,15 +265,13 @@ def backward_row_split(nb, cb, e1, kb, skip, a, P, L):
     cbl = cb[L + 2:2 * L + 2]
     ab = a[:L + 1]
     al = a[L + 2:2 * L + 2]
-    db = 0.0
-    zb = 0.0
+    db = zb = cb.dtype.type(0.0)
     for j in range(L + 1):
         v = nbb[j] * eb + nbl[j] * el[j] * kb
         cbb[j] = v
         db += v
         zb += ab[j] * v
-    dl = 0.0
-    zl = 0.0
+    dl = zl = cb.dtype.type(0.0)
     for j in range(L):
         v = (nbl[j] * el[j] + sk1[j] * nbl1[j] * el1[j]) * kb + nbb1[j] * eb
         cbl[j] = v
@@ -281,19 +283,22 @@ def backward_row_split(nb, cb, e1, kb, skip, a, P, L):
 
 
 @njit(**JIT)
-def overlap_is_safe(z, c, d):
+def overlap_is_safe(z, c, d, floor=SAFE_FLOOR):
     """Whether ``z = sum_s alpha * beta`` of rows summing to ``c`` and ``d`` is exact enough:
-    ``z / (c d)`` (the overlap of the normalised rows) at least ``SAFE_FLOOR``, and ``z`` itself
+    ``z / (c d)`` (the overlap of the normalised rows) at least ``floor`` (``SAFE_FLOOR``, or
+    ``SAFE_FLOOR32`` for float32 rows), and ``z`` itself
     too, so that the products it sums lost nothing that matters to underflow. Not
-    ``z >= SAFE_FLOOR * c * d``: its right side underflows to 0 when ``c`` and ``d`` are both
+    ``z >= floor * c * d``: its right side underflows to 0 when ``c`` and ``d`` are both
     small, and a zero ``z`` would pass."""
-    return z >= SAFE_FLOOR and z / c / d >= SAFE_FLOOR
+    return z >= floor and z / c / d >= floor
 
 
 @njit(**JIT)
-def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
-    """Scaled forward-backward of sample ``n``; returns its loss, or NaN when it is unsafe
-    or a softmax row is not finite (the caller then tries the rescue, then log space).
+def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
+    """Scaled forward-backward of sample ``n`` in rows of dtype ``dt`` (``np.float64``, or
+    ``np.float32`` for the float32 compute) with ``floor`` its ``SAFE_FLOOR``; returns its
+    loss, or NaN when it is unsafe or a softmax row is not finite (the caller then tries the
+    rescue, then log space).
     ``skip (L + 1,)``: 1.0 where label ``j`` may be entered from label ``j - 1``
     (``skip[L] = 0``). ``bail > 0``: every ``TILT_PERIOD`` frames, when the forward row's
     mass at the state a linear alignment would be in is below ``bail`` of the row's, return
@@ -308,7 +313,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
     one segment is computed once."""
     W = 2 * L + 3  # row width, see the module docstring
     merge = L >= MERGE_MIN_L  # row loops: a blank and a label per iteration, or split
-    K = segment_frames(T_n, L)
+    K = segment_frames(T_n, L, np.empty(0, dt).itemsize)
     n_seg = -(-T_n // K)
     # Every array the recursions read or write is carved out of one workspace at fixed
     # offsets (with gaps): a vectorised loop that stores and sums gets a runtime alias check,
@@ -324,7 +329,8 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
     o_cb = o_nb + W + G
     o_P = o_cb + W + G
     o_skip = o_P + L + G
-    ws = np.empty(o_skip + L + 1 + G)
+    ws = np.empty(o_skip + L + 1 + G, dtype=dt)
+    zero, one = ws.dtype.type(0.0), ws.dtype.type(1.0)  # constants in the rows' dtype
     A = ws[:K * W].reshape((K, W))  # (K, W) one segment's forward rows, scaled by the
     # previous row sum
     first = ws[o_first:o_first + n_seg * W].reshape((n_seg, W))  # (n_seg, W) each
@@ -349,9 +355,9 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
     A[0, 0] = e[0]
     if L > 0:
         A[0, L + 2] = e[1]
-    c_prev = A[0, 0] + (A[0, L + 2] if L > 0 else 0.0)
+    c_prev = A[0, 0] + (A[0, L + 2] if L > 0 else zero)
     cs[0] = c_prev
-    if c_prev < SAFE_FLOOR:
+    if c_prev < floor:
         return np.nan
     first[0] = A[0]
     i = 0  # row of frame t in A
@@ -365,22 +371,22 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
             log_scale += math.log(scale)
             scale = 1.0
         if merge:
-            s = forward_row(A[prev], A[i], e, 1.0 / c_prev, skip, L)
+            s = forward_row(A[prev], A[i], e, one / c_prev, skip, L)
         else:
-            s = forward_row_split(A[prev], A[i], e, 1.0 / c_prev, skip, L)
-        if s < SAFE_FLOOR:
+            s = forward_row_split(A[prev], A[i], e, one / c_prev, skip, L)
+        if s < floor:
             return np.nan
         if bail > 0.0 and t % TILT_PERIOD == 0:
             j = (L * t + (T_n - 1) // 2) // (T_n - 1)  # the linear alignment's pair
             a = A[i]
-            if a[j] + (a[L + 2 + j] if j < L else 0.0) < bail * s:
+            if a[j] + (a[L + 2 + j] if j < L else zero) < bail * s:
                 return BAILED
         if i == 0:
             first[t // K] = A[0]
         c_prev = s
         cs[t] = s
     last = A[i]  # A now holds the last segment
-    final = last[L] + (last[2 * L + 1] if L > 0 else 0.0)
+    final = np.float64(last[L]) + (np.float64(last[2 * L + 1]) if L > 0 else 0.0)
     if not final > 0.0:
         return np.nan
     loss = -(log_scale + math.log(scale) + math.log(final))
@@ -393,12 +399,12 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
     t = T_n - 1
     cb[L] = 1.0
     zb = last[L]
-    zl = 0.0
+    zl = zero
     if L > 0:
         cb[2 * L + 1] = 1.0
         zl = last[2 * L + 1]
-    d = 2.0 if L > 0 else 1.0
-    if not overlap_is_safe(zb + zl, cs[t], d):
+    d = one + one if L > 0 else one
+    if not overlap_is_safe(zb + zl, cs[t], d, floor):
         return np.nan
     zinv = w / (zb + zl)
     row = grad[t, n]
@@ -416,9 +422,9 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
             for i in range(1, K):
                 gather_emissions(grad[t0 + i, n], tg, L, blank, e1)
                 if merge:
-                    forward_row(A[i - 1], A[i], e1, 1.0 / cs[t0 + i - 1], skip, L)
+                    forward_row(A[i - 1], A[i], e1, one / cs[t0 + i - 1], skip, L)
                 else:
-                    forward_row_split(A[i - 1], A[i], e1, 1.0 / cs[t0 + i - 1], skip, L)
+                    forward_row_split(A[i - 1], A[i], e1, one / cs[t0 + i - 1], skip, L)
         for t in range(min(t0 + K, T_n - 1) - 1, t0 - 1, -1):
             nb, cb = cb, nb
             e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
@@ -426,11 +432,11 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, bail=0.0):
             gather_emissions(row, tg, L, blank, e)  # frame t's, before the gradient goes in
             a = A[t - t0]
             if merge:
-                d, zb, zl = backward_row(nb, cb, e1, 1.0 / d, skip, a, P, L)
+                d, zb, zl = backward_row(nb, cb, e1, one / d, skip, a, P, L)
             else:
-                d, zb, zl = backward_row_split(nb, cb, e1, 1.0 / d, skip, a, P, L)
+                d, zb, zl = backward_row_split(nb, cb, e1, one / d, skip, a, P, L)
             z = zb + zl
-            if not (d >= SAFE_FLOOR and overlap_is_safe(z, cs[t], d)):
+            if not (d >= floor and overlap_is_safe(z, cs[t], d, floor)):
                 return np.nan
             zinv = w / z
             if w != 1.0:
@@ -858,13 +864,67 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
     return -log_z
 
 
+@njit(**JIT)
+def sample_float64(logits, grad, n, tg, T_n, L, blank, w, skip):
+    """Sample ``n`` in float64 rows: the fast path (bailing early when it would most likely
+    fail), the tilted rescue, log space; returns ``(loss, path)``."""
+    value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float64, SAFE_FLOOR,
+                        BAIL_BELOW)
+    path = FAST
+    tilted = value == BAILED
+    if tilted:  # predicted to fail: the rescue first, then the plain path after all
+        value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
+        path = TILTED
+        if np.isnan(value):
+            value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float64,
+                                SAFE_FLOOR, 0.0)
+            path = FAST
+    if np.isnan(value) and not tilted:
+        value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
+        path = TILTED
+    if np.isnan(value):
+        value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
+        path = LOG_SPACE
+    return value, path
+
+
+@njit(**JIT)
+def sample_float32(logits, grad, n, tg, T_n, L, blank, w, skip):
+    """Sample ``n`` in float32 rows (the opt-in float32 compute): the fast path, bailing
+    early at ``BAIL_BELOW32``, else :func:`sample_float64` into the same float32 gradient;
+    returns ``(loss, path)``, path ``FAST`` (float32), ``FAST64``, ``TILTED`` or
+    ``LOG_SPACE``. (A float32 tilted rescue, tried and measured, was slower than the float64
+    fast path at every size where it was needed: docs/numba.md.)"""
+    value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float32,
+                        SAFE_FLOOR32, BAIL_BELOW32)
+    if value >= 0.0:
+        return value, FAST
+    value, path = sample_float64(logits, grad, n, tg, T_n, L, blank, w, skip)  # NaN or bailed
+    return value, FAST64 if path == FAST else path
+
+
+def sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
+    """:func:`sample_float32` for a float32 ``grad``, else :func:`sample_float64`: chosen
+    when ``ctc_batch`` is compiled (an ``if`` on the dtype would compile both for each)."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(sample_by_dtype)
+def _sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
+    if grad.dtype == types.float32:
+        return lambda logits, grad, n, tg, T_n, L, blank, w, skip: sample_float32(
+            logits, grad, n, tg, T_n, L, blank, w, skip)
+    return lambda logits, grad, n, tg, T_n, L, blank, w, skip: sample_float64(
+        logits, grad, n, tg, T_n, L, blank, w, skip)
+
+
 @njit(parallel=True, **JIT)
 def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
               path):
     """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``path (N,)`` int8
     (the path each sample took: ``FAST``, ``TILTED`` or ``LOG_SPACE``) for ``logits (T, N, C)``
-    float32/64,
-    ``targets (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64. Callers
+    float32/64, ``targets (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64.
+    A float32 ``grad`` asks for the float32 compute (:func:`sample_float32`). Callers
     should launch it with ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in
     here, it would keep numba from caching the compiled kernel."""
     T, N, C = logits.shape
@@ -886,20 +946,6 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
         for j in range(1, L):
             if tg[j] != tg[j - 1]:
                 skip[j] = 1.0
-        value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, BAIL_BELOW)
-        tilted = value == BAILED
-        if tilted:  # predicted to fail: the rescue first, then the plain path after all
-            value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
-            path[n] = TILTED
-            if np.isnan(value):
-                value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip)
-                path[n] = FAST
-        if np.isnan(value) and not tilted:
-            value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
-            path[n] = TILTED
-        if np.isnan(value):
-            value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
-            path[n] = LOG_SPACE
-        loss[n] = value
+        loss[n], path[n] = sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip)
         for t in range(T_n, T):  # padded frames: zero, never read
             grad[t, n, :] = 0.0

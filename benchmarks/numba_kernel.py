@@ -8,14 +8,16 @@ Versions alternate within each round, so load on a shared machine hits them alik
     git show HEAD~1:backends/numba_kernels.py > /tmp/before.py
     python benchmarks/numba_kernel.py /tmp/before.py backends/numba_kernels.py --rounds 2
     python benchmarks/numba_kernel.py backends/numba_kernels.py --threads 1,2 --repeat 11
-    python benchmarks/numba_kernel.py backends/numba_kernels.py \
-        backends/numba_kernels32.py --dtype float32   # float64 against float32 compute
+    python benchmarks/numba_kernel.py backends/numba_kernels.py --dtype float32 \
+        --compute float64,float32   # float64 against float32 compute, float32 logits
 
 Per version and size: process CPU time per call (best and median of ``--repeat``, one
 thread: less sensitive to other processes than wall time) and ns per DP cell
 (time / (T N (2L + 1))); with ``--threads 1,2`` also the wall time per thread count, the
 counts alternating call by call, and the median of the per-call speed-up over one thread.
-Random logits and targets (seed 0), every sample T frames and L labels.
+Random targets and logits (seed 0; ``--logits peaked`` for a trained model's), every sample T
+frames and L labels. The samples per path
+are counted by ``numba_kernels``' codes: FAST, TILTED, LOG_SPACE, FAST64.
 """
 from __future__ import annotations
 
@@ -31,21 +33,27 @@ SIZES = ["1000,32,100,200", "200,16,50,40", "50,8,20,10", "1000,8,5000,100"]
 
 
 def load_kernel(path: str):
-    """``ctc_batch`` of the kernel module file at ``path`` (``ctc_batch32`` for a float32
-    one, ``numba_kernels32.py``), compiled without the disk cache."""
+    """``ctc_batch`` of the kernel module file at ``path``, compiled without the disk cache."""
     source = Path(path).read_text().replace("cache=True", "cache=False")
     namespace = {"__name__": f"kernel_{Path(path).stem}"}
     exec(compile(source, path, "exec"), namespace)
-    return namespace.get("ctc_batch32") or namespace["ctc_batch"]
+    return namespace["ctc_batch"]
 
 
 def problem(T: int, N: int, C: int, L: int, dtype: str = "float64",
-            compute: str = "float64") -> tuple:
-    """The kernel's arguments and outputs for a random problem of these sizes: logits of
-    ``dtype``, the gradient of ``compute``."""
+            compute: str = "float64", logits_kind: str = "random") -> tuple:
+    """The kernel's arguments and outputs for a problem of these sizes: logits of ``dtype``
+    (``random``: N(0, 1); ``peaked``: shaped like a trained model's, each frame favouring the
+    label a linear alignment is at, blanks between labels), the gradient of ``compute``."""
     rng = np.random.default_rng(0)
-    logits = rng.standard_normal((T, N, C)).astype(dtype)  # (T, N, C)
+    logits = rng.standard_normal((T, N, C))  # (T, N, C)
     targets = rng.integers(1, C, (N, L)).astype(np.int64)  # (N, L)
+    if logits_kind == "peaked":
+        pos, period = np.arange(T) * L // T, max(1, T // L)
+        for n in range(N):
+            logits[np.arange(T), n, targets[n, pos]] += 4
+            logits[np.arange(T) % period >= period // 2, n, 0] += 5
+    logits = logits.astype(dtype)
     return (logits, targets, np.full(N, T, np.int64), np.full(N, L, np.int64), np.int64(0),
             np.ones(N), np.empty(N), np.empty((T, N, C), dtype=compute),
             np.zeros(N, np.int8))
@@ -60,6 +68,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", default="1", help="1, or 1,2 for the thread speed-up")
     parser.add_argument("--dtype", default="float64", help="logits dtype (float64, float32)")
+    parser.add_argument("--compute", default="float64", help="the gradient's dtype, which "
+                        "is the compute asked for: float64, float32, or both (float64,float32)")
+    parser.add_argument("--logits", choices=["random", "peaked"], default="random")
     parser.add_argument("--chunksize", type=int, default=1, help="numba's parallel chunk size "
                         "(1: samples one at a time, as the adapter runs it; 0: numba's default)")
     args = parser.parse_args()
@@ -71,16 +82,16 @@ def main() -> None:
 
     numba.set_parallel_chunksize(args.chunksize)
     threads = [int(x) for x in args.threads.split(",")]
-    kernels = {path: load_kernel(path) for path in args.versions}
+    loaded = {path: load_kernel(path) for path in args.versions}
+    kernels = {(path, compute): loaded[path] for path in args.versions
+               for compute in args.compute.split(",")}
     for size in args.size or SIZES:
         T, N, C, L = (int(x) for x in size.split(","))
         cells = T * N * (2 * L + 1)
-        calls = {path: problem(T, N, C, L, args.dtype,
-                               "float32" if path.endswith("32.py") else "float64")
-                 for path in kernels}
+        calls = {key: problem(T, N, C, L, args.dtype, key[1], args.logits) for key in kernels}
         for _ in range(args.rounds):
-            for path, kernel in kernels.items():
-                call = calls[path]
+            for key, kernel in kernels.items():
+                call = calls[key]
                 numba.set_num_threads(1)
                 kernel(*call)  # compile, warm up
                 cpu, wall = [], {n: [] for n in threads}
@@ -92,9 +103,10 @@ def main() -> None:
                         wall[n].append(time.perf_counter() - w0)
                         if n == 1:
                             cpu.append(time.process_time() - c0)
-                line = (f"{Path(path).name:24} T={T} N={N} C={C} L={L}: cpu best "
+                line = (f"{Path(key[0]).name:20} {key[1]} T={T} N={N} C={C} L={L}: cpu best "
                         f"{min(cpu) * 1e3:.2f} ms ({min(cpu) / cells * 1e9:.2f} ns/cell), "
-                        f"median {np.median(cpu) * 1e3:.2f} ms")
+                        f"median {np.median(cpu) * 1e3:.2f} ms; samples per path "
+                        f"{np.bincount(call[-1], minlength=4).tolist()}")
                 for n in threads[1:]:
                     speedup = np.median(np.array(wall[1]) / np.array(wall[n]))
                     line += (f"; {n} threads: wall {np.median(wall[n]) * 1e3:.2f} ms vs "

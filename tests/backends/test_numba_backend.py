@@ -474,9 +474,38 @@ def test_float32_compute_on_the_case_library(numba_float32):
     assert checked > 10
 
 
+def _peaked(rng, T, N, C, L):
+    """Logits shaped like a trained model's (each frame favours the label a linear alignment
+    is at, blanks between labels) and their targets: what float32 rows hold."""
+    targets = rng.integers(1, C, size=(N, L))
+    logits = rng.normal(size=(T, N, C))
+    pos = np.arange(T) * L // T
+    for n in range(N):
+        logits[np.arange(T), n, targets[n, pos]] += 4
+        logits[(np.arange(T) % (T // L)) >= (T // L) // 2, n, 0] += 5
+    return logits.astype(np.float32), targets
+
+
+@pytest.mark.parametrize("T, L", [(300, 40), (21000, 200)])
+def test_float32_rows_on_peaked_samples(numba_float32, T, L):
+    """Peaked samples stay in float32 rows, checkpointed past WHOLE_TABLE_BYTES (T=21000
+    L=200 is 34 MB of float32 rows), within the float32 bound of the reference."""
+    from ctcbench.backends.numba_kernels import WHOLE_TABLE_BYTES
+    rng = np.random.default_rng(T)
+    N = 3 if T < 1000 else 1
+    logits, targets = _peaked(rng, T, N, 12, L)
+    problem = CTCProblem(logits, targets, [T] * N, [L] * N)
+    result = numba_float32.run(problem, grad_weights=[1.5] * N)
+    assert result.raw.float32_rows.all(), result.notes
+    assert (4 * T * (2 * L + 3) > WHOLE_TABLE_BYTES) == (T > 1000)
+    ref = get_backend("numpy").run(problem, grad_weights=[1.5] * N)
+    _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
+
+
 def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch):
-    """Long random samples take the float32 tilted path or fall back to float64: within the
-    float32 bound of the reference, the same bits for 1 and 2 threads."""
+    """Long random samples do not fit float32 rows (their normalised forward and backward rows
+    stop overlapping within float32's range) and are handed to the float64 paths: within the
+    float32 bound of the reference, said in a note, the same bits for 1 and 2 threads."""
     import numba
     rng = np.random.default_rng(31)
     T, C, L = 1200, 20, 80
@@ -488,6 +517,8 @@ def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch):
         runs.append(numba_float32.run(problem, grad_weights=[1.0, 0.5, 2.0]))
     ref = get_backend("numpy").run(problem, grad_weights=[1.0, 0.5, 2.0])
     _within_float32_bound(problem, runs[0], ref.loss, ref.grad_logits)
+    assert not runs[0].raw.float32_rows.any()
+    assert any("computed in float64" in note for note in runs[0].notes)
     for other in runs[1:]:
         np.testing.assert_array_equal(other.loss, runs[0].loss)
         np.testing.assert_array_equal(other.grad_logits, runs[0].grad_logits)

@@ -1,0 +1,94 @@
+"""Time a training step's loss: ``ctcbench.torch.ctc_loss`` (numba, float64 and float32
+compute) against torch's ``F.ctc_loss``, loss + ``backward``, in one process, alternating.
+
+Not a test: the benchmark behind docs/torch-loss.md.
+
+    python benchmarks/torch_loss.py                      # T=400 N=32 C=80 L=60, float32
+    python benchmarks/torch_loss.py --size 1000,32,100,200 --logits peaked --repeat 15
+
+One thread for both (``torch.set_num_threads(1)``, ``CTCBENCH_THREADS=1``); per repeat each
+variant runs once in turn, and the ratio to torch is taken within the repeat (the machine's
+load hits neighbours alike); printed: median wall ms per variant, median and range of its
+ratio to torch, and where the float32 compute's samples were computed. ``--logits random``:
+N(0, 1); ``peaked``: shaped like a trained model's (each frame favours the label a linear
+alignment is at, blanks between labels).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+os.environ["CTCBENCH_THREADS"] = "1"
+
+
+def logits_and_targets(T: int, N: int, C: int, L: int, kind: str, seed: int = 0):
+    """``(logits (T, N, C) float32, targets (N, L) int64)``."""
+    rng = np.random.default_rng(seed)
+    targets = rng.integers(1, C, (N, L))
+    logits = rng.standard_normal((T, N, C))
+    if kind == "peaked":
+        pos = np.arange(T) * L // T
+        for n in range(N):
+            logits[np.arange(T), n, targets[n, pos]] += 4
+            logits[(np.arange(T) % max(1, T // L)) >= max(1, T // L) // 2, n, 0] += 5
+    return logits.astype(np.float32), targets
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", default="400,32,80,60", help="T,N,C,L")
+    parser.add_argument("--logits", choices=["random", "peaked"], default="random")
+    parser.add_argument("--repeat", type=int, default=9)
+    args = parser.parse_args()
+    import torch
+    import torch.nn.functional as F
+
+    import ctcbench.torch as ct
+    from ctcbench import CTCProblem
+    from ctcbench.backends.numba_ctc import NumbaBackend
+
+    torch.set_num_threads(1)
+    T, N, C, L = (int(x) for x in args.size.split(","))
+    x, targets = logits_and_targets(T, N, C, L, args.logits)
+    x = torch.tensor(x, requires_grad=True)
+    targets = torch.tensor(targets)
+    lengths, target_lengths = torch.full((N,), T), torch.full((N,), L)
+
+    def torch_step():
+        F.ctc_loss(x.log_softmax(2), targets, lengths, target_lengths).backward()
+
+    def ours(**kwargs):
+        def step():
+            ct.ctc_loss(x.log_softmax(2), targets, lengths, target_lengths, **kwargs).backward()
+        return step
+
+    steps = {"torch": torch_step, "numba float64": ours(),
+             "numba float32": ours(compute_dtype="float32")}
+    for step in steps.values():  # compile, warm up
+        step()
+    times = {name: [] for name in steps}
+    for _ in range(args.repeat):
+        for name, step in steps.items():
+            x.grad = None
+            t0 = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - t0)
+    base = np.array(times["torch"])
+    print(f"T={T} N={N} C={C} L={L}, {args.logits} float32 logits, one thread, "
+          f"{args.repeat} repeats alternating")
+    for name, ts in times.items():
+        ratio = np.array(ts) / base
+        print(f"  {name:14} {np.median(ts) * 1e3:8.2f} ms   x torch {np.median(ratio):.3f} "
+              f"[{ratio.min():.3f}-{ratio.max():.3f}]")
+    result = NumbaBackend(compute_dtype="float32").run(CTCProblem(
+        x.detach().log_softmax(2).numpy(), targets.numpy(), lengths.numpy(),
+        target_lengths.numpy()))
+    print(f"  float32 compute: {int(result.float32_rows.sum())} of {N} samples in float32 "
+          f"rows, the rest in float64")
+
+
+if __name__ == "__main__":
+    main()
