@@ -79,6 +79,17 @@ def installed_plugin(tmp_path, monkeypatch):
     return tmp_path
 
 
+def registered_for_one_test(monkeypatch, register_backends, plugins: dict):
+    """For an autouse fixture (``yield from``): register ``plugins`` (name -> "module:attr"),
+    one thread each, for one test; stop their worker processes afterwards."""
+    from ctcbench.runtime.worker import shutdown_workers
+    monkeypatch.setenv("CTCBENCH_THREADS", "1")
+    for name, spec in plugins.items():
+        register_backends(name, spec)
+    yield
+    shutdown_workers()
+
+
 @pytest.fixture
 def register_backends():
     """``add(name, factory)`` registers a backend for one test through the public API;

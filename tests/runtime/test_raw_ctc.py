@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import random_problem
+from conftest import check_against_brute_force, random_problem, registered_for_one_test
 from ctcbench import (
     BackendCrashed,
     BackendTimeout,
@@ -19,9 +19,7 @@ from ctcbench import (
     UnsupportedProblem,
     get_backend,
 )
-from ctcbench.core import oracles
 from ctcbench.runtime.protocol import RawOutcome
-from ctcbench.runtime.worker import shutdown_workers
 
 PLUGINS = {
     "raw-segv": "raw_backends:RawSegfaultOnBlankOne",
@@ -34,12 +32,7 @@ PLUGINS = {
 
 @pytest.fixture(autouse=True)
 def plugins(monkeypatch, register_backends):
-    """Register the plugins for one test; stop their workers afterwards."""
-    monkeypatch.setenv("CTCBENCH_THREADS", "1")
-    for name, spec in PLUGINS.items():
-        register_backends(name, spec)
-    yield
-    shutdown_workers()
+    yield from registered_for_one_test(monkeypatch, register_backends, PLUGINS)
 
 
 def _arrays(problem):
@@ -48,12 +41,7 @@ def _arrays(problem):
 
 def _check_against_brute_force(problem, out: RawOutcome) -> None:
     assert out.outcome == "returned" and out.error_type is None
-    for n in range(problem.shape[1]):
-        T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
-        loss, grad = oracles.brute_force(problem.logits[:T_n, n], problem.targets[n, :L_n],
-                                         blank=problem.blank)
-        assert out.loss[n] == pytest.approx(loss, rel=1e-9, abs=1e-9)
-        np.testing.assert_allclose(out.grad_logits[:T_n, n], grad, atol=1e-9)
+    check_against_brute_force(problem, out)
 
 
 @pytest.fixture

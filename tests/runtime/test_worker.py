@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import random_problem
+from conftest import check_against_brute_force, random_problem, registered_for_one_test
 from ctcbench import (
     BackendCrashed,
     BackendTimeout,
@@ -20,7 +20,7 @@ from ctcbench import (
 )
 from ctcbench.core import oracles
 from ctcbench.cli import cli
-from ctcbench.runtime.worker import IsolatedBackend, WorkerError, shutdown_workers
+from ctcbench.runtime.worker import IsolatedBackend, WorkerError
 
 PLUGINS = {
     "segv-on-blank1": "misbehaving_backends:SegfaultOnBlankOne",
@@ -38,22 +38,7 @@ PLUGINS = {
 
 @pytest.fixture(autouse=True)
 def plugins(monkeypatch, register_backends):
-    """Register the misbehaving plugins for one test; stop their workers afterwards."""
-    monkeypatch.setenv("CTCBENCH_THREADS", "1")
-    for name, spec in PLUGINS.items():
-        register_backends(name, spec)
-    yield
-    shutdown_workers()
-
-
-def _check_against_brute_force(problem: CTCProblem, result) -> None:
-    for n in range(problem.shape[1]):
-        T_n, L_n = problem.input_lengths[n], problem.target_lengths[n]
-        loss, grad = oracles.brute_force(problem.logits[:T_n, n], problem.targets[n, :L_n],
-                                         blank=problem.blank)
-        assert result.loss[n] == pytest.approx(loss, rel=1e-9, abs=1e-9)
-        np.testing.assert_allclose(result.grad_logits[:T_n, n], grad, atol=1e-9)
-        assert not result.grad_logits[T_n:, n].any()  # padded frames get no gradient
+    yield from registered_for_one_test(monkeypatch, register_backends, PLUGINS)
 
 
 def _problems(rng):
@@ -69,14 +54,14 @@ def test_crash_is_reported_with_signal_and_worker_restarts(rng, name, signal_nam
     fine, fatal = _problems(rng)
     backend = get_backend(name)
     assert isinstance(backend.worker, IsolatedBackend)
-    _check_against_brute_force(fine, backend.run(fine))
+    check_against_brute_force(fine, backend.run(fine))
     first_pid = backend.worker_pid
     with pytest.raises(BackendCrashed) as info:
         backend.run(fatal)
     assert info.value.signal == signal_name and info.value.status == "crashed"
     assert signal_name in str(info.value) and name in str(info.value)
     assert backend.worker_pid is None
-    _check_against_brute_force(fine, backend.run(fine))  # restarted, still exact
+    check_against_brute_force(fine, backend.run(fine))  # restarted, still exact
     assert backend.worker_pid not in (None, first_pid)
 
 
@@ -103,7 +88,7 @@ def test_hang_times_out_and_worker_restarts(rng):
     with pytest.raises(BackendTimeout, match="did not answer within 3 s") as info:
         backend.run(fatal)
     assert info.value.status == "timeout" and info.value.timeout_s == 3.0
-    _check_against_brute_force(fine, backend.run(fine))
+    check_against_brute_force(fine, backend.run(fine))
 
 
 def test_worker_is_reused_across_cases(rng):
@@ -113,7 +98,7 @@ def test_worker_is_reused_across_cases(rng):
     first.run(fine)
     pid = first.worker_pid
     again = get_backend("segv-on-blank1")
-    _check_against_brute_force(fine, again.run(fine))
+    check_against_brute_force(fine, again.run(fine))
     assert again.worker_pid == pid
 
 
@@ -122,11 +107,11 @@ def test_any_backend_can_be_isolated_or_kept_in_process(rng):
     problem = random_problem(rng, T=6, N=4, C=3, L=3, blank=2)
     isolated = get_backend("numpy", isolated=True)
     assert isinstance(isolated.worker, IsolatedBackend) and isolated.isolated
-    _check_against_brute_force(problem, isolated.run(problem))
+    check_against_brute_force(problem, isolated.run(problem))
     assert isolated.run(problem).compute_dtype == "float64"
     in_process = get_backend("segv-on-blank1", isolated=False)
     assert in_process.worker is None and not in_process.isolated
-    _check_against_brute_force(problem.with_logits(problem.logits), in_process.run(problem))
+    check_against_brute_force(problem.with_logits(problem.logits), in_process.run(problem))
 
 
 def test_problem_details_survive_the_trip(rng):
@@ -173,7 +158,7 @@ def test_unavailable_plugin_is_unavailable_without_starting_a_worker():
 def test_stray_stdout_does_not_corrupt_the_protocol(rng):
     """A backend that prints to stdout (as frameworks do) still returns exact answers."""
     problem = random_problem(rng, T=5, N=2, C=3, L=2)
-    _check_against_brute_force(problem, get_backend("prints").run(problem))
+    check_against_brute_force(problem, get_backend("prints").run(problem))
 
 
 def test_unimportable_factory_is_refused_for_isolation():
