@@ -156,21 +156,25 @@ class NumbaBackend:
         loss, grad, path = self._launch(numba, kernel, args, threads, T, N, C)
         log_space = path == k.LOG_SPACE
         tilted = path == k.TILTED
-        float32_rows = None
-        if self.compute_dtype == "float32":
+        float32_rows, said = None, self.compute_dtype
+        if self.compute_dtype == "float32":  # says what it computed in: float32 rows or not
             float32_rows = path == k.FAST
             in64 = ~float32_rows
+            if not float32_rows.any():
+                said = "float64"
+            elif in64.any():
+                said = f"float32 ({int(in64.sum())} of {N} samples in float64)"
             if in64.any():
                 notes.append(f"float32 compute: samples {np.flatnonzero(in64).tolist()} "
-                             f"computed in float64 (their float32 rows would not hold them), "
+                             f"computed in float64 (the float32 rows' guards turned them down), "
                              f"gradient stored in float32")
         if tilted.any():
             notes.append(f"tilted probability-space rescue for samples "
                          f"{np.flatnonzero(tilted).tolist()}")
         if log_space.any():
             notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
-        return NumbaResult(loss, grad, log_space, threads, notes, self.compute_dtype,
-                           tilted=tilted, float32_rows=float32_rows)
+        return NumbaResult(loss, grad, log_space, threads, notes, said, tilted=tilted,
+                           float32_rows=float32_rows)
 
     def kernel(self, problem: CTCProblem):
         """What `bench` times: the kernel on the problem's arrays, converted, checked and

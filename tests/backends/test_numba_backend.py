@@ -497,8 +497,24 @@ def test_float32_rows_on_peaked_samples(numba_float32, T, L):
     problem = CTCProblem(logits, targets, [T] * N, [L] * N)
     result = numba_float32.run(problem, grad_weights=[1.5] * N)
     assert result.raw.float32_rows.all(), result.notes
+    assert result.compute_dtype == "float32"
     assert (4 * T * (2 * L + 3) > WHOLE_TABLE_BYTES) == (T > 1000)
     ref = get_backend("numpy").run(problem, grad_weights=[1.5] * N)
+    _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
+
+
+def test_float32_compute_says_which_samples_it_computed_in_float64(numba_float32):
+    """A batch of a peaked sample (float32 rows hold it) and a long random one (they do not):
+    each within the float32 bound, and the result says 1 of 2 in float64."""
+    rng = np.random.default_rng(7)
+    T, C, L = 1200, 20, 80
+    logits, targets = _peaked(rng, T, 2, C, L)
+    logits[:, 1] = rng.normal(size=(T, C))
+    problem = CTCProblem(logits, targets, [T, T], [L, L])
+    result = numba_float32.run(problem)
+    assert result.raw.float32_rows.tolist() == [True, False]
+    assert result.compute_dtype == "float32 (1 of 2 samples in float64)"
+    ref = get_backend("numpy").run(problem)
     _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
 
 
@@ -518,6 +534,7 @@ def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch):
     ref = get_backend("numpy").run(problem, grad_weights=[1.0, 0.5, 2.0])
     _within_float32_bound(problem, runs[0], ref.loss, ref.grad_logits)
     assert not runs[0].raw.float32_rows.any()
+    assert runs[0].compute_dtype == "float64"  # what it computed in, not what was asked
     assert any("computed in float64" in note for note in runs[0].notes)
     for other in runs[1:]:
         np.testing.assert_array_equal(other.loss, runs[0].loss)
