@@ -51,6 +51,15 @@ def finish_run(result):
     return result
 
 
+def list_option(*decls, metavar: str, help: str):
+    """An option taking a list, repeated or comma-separated alike (``--backend a,b --backend
+    c``): every list option of every command is made here, so they all read the same way."""
+    def listed(ctx, param, values) -> tuple:
+        return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+    return click.option(*decls, multiple=True, metavar=f"{metavar}[,{metavar}...]",
+                        callback=listed, help=help)
+
+
 def out_options(kind: str, resume_note: str = ""):
     """The run-folder options every driver shares: ``--out DIR`` and ``--resume``."""
     def decorate(fn):
@@ -112,10 +121,10 @@ def cases_cmd(case_dirs, fmt):
 
 
 @cli.command("compare")
-@click.option("--backend", "backends", multiple=True, metavar="NAME",
-              help="Backend to check (repeatable); default every registered backend.")
-@click.option("--case", "case_globs", multiple=True, metavar="GLOB",
-              help="Case name or glob, also family/name (repeatable); default all.")
+@list_option("--backend", "backends", metavar="NAME",
+             help="Backends to check (repeatable); default every registered backend.")
+@list_option("--case", "case_globs", metavar="GLOB",
+             help="Case names or globs, also family/name (repeatable); default all.")
 @click.option("--dtype", "dtypes", multiple=True,
               type=click.Choice(["float16", "bfloat16", "float32", "float64"]),
               help="Only these dtypes (repeatable); default each case's own list.")
@@ -200,9 +209,9 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
 
 
 @cli.command()
-@click.option("--backend", "backend_names", multiple=True, metavar="NAME",
-              help="Backend to time (repeatable); default every registered one. "
-                   "torch is always timed too, as the reference for ratios.")
+@list_option("--backend", "backend_names", metavar="NAME",
+             help="Backends to time (repeatable); default every registered one. "
+                  "torch is always timed too, as the reference for ratios.")
 @click.option("--grid", default="default", show_default=True,
               metavar="small|default|targets|large|FILE",
               help="Named size grid, or a JSON/CSV file of T,N,C,L rows.")
@@ -374,8 +383,8 @@ def fuzz(backend_name, against, budget, seed, dtypes, executor, scheduler, jobs,
 
 
 @cli.command()
-@click.option("--backend", "backend_names", multiple=True, metavar="NAME",
-              help="Only try the entries of this backend (repeatable); default every backend.")
+@list_option("--backend", "backend_names", metavar="NAME",
+             help="Only try the entries of these backends (repeatable); default every backend.")
 @out_options("atlas")
 @format_option("table", "json")
 def atlas(backend_names, out, resume, fmt):
@@ -390,20 +399,15 @@ def atlas(backend_names, out, resume, fmt):
     click.echo(table_text(result))
 
 
-def _listed(values) -> list[str]:
-    """Repeated and comma-separated values as one list: ``--stages a,b --stages c``."""
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
-
-
 @cli.command()
-@click.option("--backend", "backend_names", multiple=True, metavar="NAME[,NAME...]",
-              help="Backend to describe (repeatable).")
+@list_option("--backend", "backend_names", metavar="NAME",
+             help="Backends to describe (repeatable).")
 @click.option("--all", "all_backends", is_flag=True,
               help="Every registered backend, side by side (those that cannot run here are "
                    "listed as skipped).")
-@click.option("--dtype", "dtypes", multiple=True, metavar="DTYPE[,DTYPE...]",
-              help="Dtypes of every stage; default limits, repeat calls and speed in float32, "
-                   "precision in every dtype the backend takes.")
+@list_option("--dtype", "dtypes", metavar="DTYPE",
+             help="Dtypes of every stage; default limits, repeat calls and speed in float32, "
+                  "precision in every dtype the backend takes.")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=120.0,
               show_default=True, help="Seconds per backend for the limits (60 %) and the "
                                       "precision search (40 %).")
@@ -412,10 +416,10 @@ def _listed(values) -> list[str]:
 @click.option("--max-memory", "max_memory_mb", type=click.IntRange(min=1), default=2048,
               show_default=True, metavar="MB",
               help="Sizes estimated to need more memory are not run.")
-@click.option("--stages", multiple=True, metavar="STAGE[,STAGE...]",
-              help="Some of limits, precision, robustness, determinism, speed [default: all].")
-@click.option("--axes", multiple=True, metavar="AXIS[,AXIS...]",
-              help="Limits on some of T, L, C, N, label, TL [default: all].")
+@list_option("--stages", metavar="STAGE",
+             help="Some of limits, precision, robustness, determinism, speed [default: all].")
+@list_option("--axes", metavar="AXIS",
+             help="Limits on some of T, L, C, N, label, TL [default: all].")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the problems and of the precision search.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
@@ -431,9 +435,9 @@ def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_m
     from ctcbench.drivers import write_backend_pages
     from ctcbench.files import read_text
     result = run_datasheet(
-        _listed(backend_names), all_backends=all_backends, dtypes=_listed(dtypes) or None,
+        list(backend_names), all_backends=all_backends, dtypes=list(dtypes) or None,
         budget=budget, timeout=timeout, max_memory=max_memory_mb * 2**20,
-        stages=_listed(stages) or STAGES, axes=_listed(axes) or tuple(AXES), seed=seed,
+        stages=list(stages) or STAGES, axes=list(axes) or tuple(AXES), seed=seed,
         repeat=repeat, out=out, resume=resume)
     result.files += write_backend_pages(result.run_dir)  # before report.html, which links them
     finish_run(result)

@@ -76,3 +76,23 @@ def test_a_backend_that_cannot_run_is_one_line_from_any_command(register_backend
         assert res.stderr.strip().splitlines() == [
             f"Error: {option}: 'nowhere' cannot run here: its device is not here "
             f"(use another machine)"]
+
+
+def test_list_options_take_repeats_and_comma_lists_alike(tmp_path):
+    """``--backend a,b`` is ``--backend a --backend b`` in every command (here compare, whose
+    rows name the backends checked, and an unknown name in a list is still named)."""
+    def backends_checked(*args):
+        res = CliRunner().invoke(cli, ["compare", *args, "--case", "single_alignment_*,tf_basic",
+                                       "--no-plot", "--format", "json",
+                                       "--out", str(tmp_path / str(len(list(tmp_path.iterdir()))))])
+        assert res.exit_code == 0, res.output
+        rows = json.loads(res.stdout)["rows"]
+        assert {r["case"] for r in rows} == {"single_alignment_repeats",
+                                             "single_alignment_distinct", "tf_basic"}
+        return sorted({r["backend"] for r in rows})
+    assert backends_checked("--backend", "numpy,numba") == ["numba", "numpy"]
+    assert backends_checked("--backend", "numpy,", "--backend", " numba") == ["numba", "numpy"]
+    res = CliRunner().invoke(cli, ["compare", "--backend", "numpy,nosuch", "--no-plot",
+                                   "--out", str(tmp_path / "bad")])
+    assert res.exit_code == 1 and "unknown backend 'nosuch'" in res.output
+    assert "Traceback" not in res.output
