@@ -18,6 +18,9 @@ uniform logits at T in the thousands in probability space) and, if that fails th
 by :func:`sample_log_space`: exact, slower, rare. Past those checks the gradient is finite
 without looking: softmax rows lie in [0, 1], and each ``w * gamma`` term is ``w`` times a part
 of a positive sum over that sum.
+A float32 ``grad`` asks for the opt-in float32 compute: the same fast path on float32 rows,
+guarded at ``SAFE_FLOOR32``, and the float64 paths for the samples it turns down
+(:func:`sample_float32`).
 Design and measurements: docs/numba.md.
 """
 from __future__ import annotations

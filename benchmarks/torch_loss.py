@@ -9,9 +9,8 @@ Not a test: the benchmark behind docs/torch-loss.md.
 One thread for both (``torch.set_num_threads(1)``, ``CTCBENCH_THREADS=1``); per repeat each
 variant runs once in turn, and the ratio to torch is taken within the repeat (the machine's
 load hits neighbours alike); printed: median wall ms per variant, median and range of its
-ratio to torch, and where the float32 compute's samples were computed. ``--logits random``:
-N(0, 1); ``peaked``: shaped like a trained model's (each frame favours the label a linear
-alignment is at, blanks between labels).
+ratio to torch, and where the float32 compute's samples were computed. The problems are
+``benchmarks/numba_kernel.py``'s (``--logits random`` or ``peaked``).
 """
 from __future__ import annotations
 
@@ -24,19 +23,6 @@ import numpy as np
 os.environ["CTCBENCH_THREADS"] = "1"
 
 
-def logits_and_targets(T: int, N: int, C: int, L: int, kind: str, seed: int = 0):
-    """``(logits (T, N, C) float32, targets (N, L) int64)``."""
-    rng = np.random.default_rng(seed)
-    targets = rng.integers(1, C, (N, L))
-    logits = rng.standard_normal((T, N, C))
-    if kind == "peaked":
-        pos = np.arange(T) * L // T
-        for n in range(N):
-            logits[np.arange(T), n, targets[n, pos]] += 4
-            logits[(np.arange(T) % max(1, T // L)) >= max(1, T // L) // 2, n, 0] += 5
-    return logits.astype(np.float32), targets
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="400,32,80,60", help="T,N,C,L")
@@ -47,12 +33,13 @@ def main() -> None:
     import torch.nn.functional as F
 
     import ctcbench.torch as ct
+    from numba_kernel import problem  # this folder's kernel benchmark: the same problems
     from ctcbench import CTCProblem
     from ctcbench.backends.numba_ctc import NumbaBackend
 
     torch.set_num_threads(1)
     T, N, C, L = (int(x) for x in args.size.split(","))
-    x, targets = logits_and_targets(T, N, C, L, args.logits)
+    x, targets = problem(T, N, C, L, "float32", "float32", args.logits)[:2]  # numba_kernel.py's
     x = torch.tensor(x, requires_grad=True)
     targets = torch.tensor(targets)
     lengths, target_lengths = torch.full((N,), T), torch.full((N,), L)
