@@ -137,7 +137,8 @@ class NumbaBackend:
         """One call of the kernel into fresh outputs: ``(loss (N,), grad (T, N, C), path (N,))``."""
         loss = np.empty(N)  # (N,)
         grad = np.empty((T, N, C), dtype=self.compute_dtype)  # (T, N, C); all written
-        path = np.zeros(N, dtype=np.int8)  # (N,) numba_kernels.FAST / TILTED / LOG_SPACE
+        from ctcbench.backends.numba_kernels import SKIPPED
+        path = np.full(N, SKIPPED, dtype=np.int8)  # (N,) the path of each sample
         if T > 0:
             with _launch_lock:
                 numba.set_num_threads(threads)  # both per calling thread, so under the lock
@@ -159,8 +160,8 @@ class NumbaBackend:
         float32_rows, said = None, self.compute_dtype
         if self.compute_dtype == "float32":  # says what it computed in: float32 rows or not
             float32_rows = path == k.FAST
-            in64 = ~float32_rows
-            if not float32_rows.any():
+            in64 = (path != k.FAST) & (path != k.SKIPPED)
+            if in64.any() and not float32_rows.any():
                 said = "float64"
             elif in64.any():
                 said = f"float32 ({int(in64.sum())} of {N} samples in float64)"

@@ -54,17 +54,20 @@ SCALE_FLUSH = 1e-50
 MERGE_MIN_L = 64
 WORKSPACE_GAP = 64  # doubles between the arrays of a sample's workspace (see sample_fast)
 FAST, TILTED, LOG_SPACE = 0, 1, 2  # the path a sample took (ctc_batch's ``path``)
+SKIPPED = 5  # no recursion ran: no frames, or too few for the target (loss 0 or inf)
 # The fast path hands a sample to the rescue early when the forward mass at the linear
 # alignment's state falls below this fraction of the row's (random logits at T=3000-4000: by
 # frame 470-670; inputs the fast path passes stayed above 1e-55, see docs/numba.md, step 12).
 BAIL_BELOW = 1e-150
-BAILED = -1e300  # sample_fast's return when it bailed (a loss is never negative)
+BAILED = -1e300  # sample_fast's return when it bailed (far below any loss, which rounding
+# may leave a little below 0, e.g. -1e-9 from float32 rows)
 # The opt-in float32 compute (a float32 grad): the fast path on float32 rows, 16 lanes a
 # vector. float32's smallest normal is 1.2e-38; below SAFE_FLOOR32 a scaled float32 quantity
 # may have lost mass. It bails at BAIL_BELOW32 (random logits at T=200 L=40 stay above it).
 SAFE_FLOOR32 = 1e-30
 BAIL_BELOW32 = 1e-16
 FAST64 = 3  # float32 compute: a sample handed to the float64 paths, computed by their fast one
+# (FAST is then the float32 rows; TILTED and LOG_SPACE are float64's)
 
 
 @njit(**JIT)
@@ -334,6 +337,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     o_skip = o_P + L + G
     ws = np.empty(o_skip + L + 1 + G, dtype=dt)
     zero, one = ws.dtype.type(0.0), ws.dtype.type(1.0)  # constants in the rows' dtype
+    wd = ws.dtype.type(w)  # the weight too, so that the gradient step stays in it
     A = ws[:K * W].reshape((K, W))  # (K, W) one segment's forward rows, scaled by the
     # previous row sum
     first = ws[o_first:o_first + n_seg * W].reshape((n_seg, W))  # (n_seg, W) each
@@ -409,12 +413,12 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     d = one + one if L > 0 else one
     if not overlap_is_safe(zb + zl, cs[t], d, floor):
         return np.nan
-    zinv = w / (zb + zl)
+    zinv = wd / (zb + zl)
     row = grad[t, n]
     gather_emissions(row, tg, L, blank, e)
     if w != 1.0:
         for c in range(row.shape[0]):
-            row[c] *= w
+            row[c] *= wd
     row[blank] -= zb * zinv
     if L > 0:
         row[tg[L - 1]] -= zl * zinv
@@ -441,10 +445,10 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
             z = zb + zl
             if not (d >= floor and overlap_is_safe(z, cs[t], d, floor)):
                 return np.nan
-            zinv = w / z
+            zinv = wd / z
             if w != 1.0:
                 for c in range(row.shape[0]):
-                    row[c] *= w
+                    row[c] *= wd
             row[blank] -= zb * zinv
             for j in range(L):
                 row[tg[j]] -= P[j] * zinv
@@ -900,7 +904,7 @@ def sample_float32(logits, grad, n, tg, T_n, L, blank, w, skip):
     fast path at every size where it was needed: docs/numba.md.)"""
     value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float32,
                         SAFE_FLOOR32, BAIL_BELOW32)
-    if value >= 0.0:
+    if not (np.isnan(value) or value == BAILED):
         return value, FAST
     value, path = sample_float64(logits, grad, n, tg, T_n, L, blank, w, skip)  # NaN or bailed
     return value, FAST64 if path == FAST else path
@@ -925,7 +929,8 @@ def _sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
 def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
               path):
     """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``path (N,)`` int8
-    (the path each sample took: ``FAST``, ``TILTED`` or ``LOG_SPACE``) for ``logits (T, N, C)``
+    (the path each sample took: ``FAST``, ``TILTED``, ``LOG_SPACE``, ``FAST64`` or
+    ``SKIPPED``) for ``logits (T, N, C)``
     float32/64, ``targets (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64.
     A float32 ``grad`` asks for the float32 compute (:func:`sample_float32`). Callers
     should launch it with ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in
@@ -939,8 +944,8 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
         for j in range(1, L):
             if tg[j] == tg[j - 1]:
                 repeats += 1
-        path[n] = FAST
         if T_n == 0 or T_n < L + repeats:  # no frames, or too few: only an empty target fits
+            path[n] = SKIPPED
             loss[n] = 0.0 if L == 0 else np.inf
             for t in range(T):
                 grad[t, n, :] = 0.0

@@ -52,10 +52,18 @@ def finish_run(result):
 
 
 def list_option(*decls, metavar: str, help: str):
-    """An option taking a list, repeated or comma-separated alike (``--backend a,b --backend
-    c``): every list option of every command is made here, so they all read the same way."""
+    """An option taking a list of names, repeated or comma-separated alike (``--backend a,b
+    --backend c``): ``--backend`` of every command and the datasheet's lists are made here,
+    so they read the same way. A value naming nothing (``--backend ""``) is an error."""
     def listed(ctx, param, values) -> tuple:
-        return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+        names = []
+        for value in values:
+            parts = [v.strip() for v in value.split(",") if v.strip()]
+            if not parts:
+                raise click.BadParameter(f"expected {metavar}[,{metavar}...], got {value!r}",
+                                         param=param)
+            names += parts
+        return tuple(names)
     return click.option(*decls, multiple=True, metavar=f"{metavar}[,{metavar}...]",
                         callback=listed, help=help)
 
@@ -123,8 +131,8 @@ def cases_cmd(case_dirs, fmt):
 @cli.command("compare")
 @list_option("--backend", "backends", metavar="NAME",
              help="Backends to check (repeatable); default every registered backend.")
-@list_option("--case", "case_globs", metavar="GLOB",
-             help="Case names or globs, also family/name (repeatable); default all.")
+@click.option("--case", "case_globs", multiple=True, metavar="GLOB",
+              help="Case name or glob, also family/name (repeatable); default all.")
 @click.option("--dtype", "dtypes", multiple=True,
               type=click.Choice(["float16", "bfloat16", "float32", "float64"]),
               help="Only these dtypes (repeatable); default each case's own list.")

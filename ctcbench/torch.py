@@ -183,7 +183,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
       The loss in ``log_probs``' dtype and device (the backend computes in the dtype it
       supports for it, e.g. float64 for ``numpy``, and the result is cast back). Its
       ``compute_dtype`` attribute says what the backend computed in (``"float32"``,
-      ``"float64"``, or ``None`` where the backend does not say).
+      ``"float64"``, numba's ``"float32 (k of N samples in float64)"``, or ``None`` where the
+      backend does not say).
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction: expected one of {', '.join(REDUCTIONS)}, got {reduction!r}")

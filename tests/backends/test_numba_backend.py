@@ -490,7 +490,7 @@ def _peaked(rng, T, N, C, L):
 def test_float32_rows_on_peaked_samples(numba_float32, T, L):
     """Peaked samples stay in float32 rows, checkpointed past WHOLE_TABLE_BYTES (T=21000
     L=200 is 34 MB of float32 rows), within the float32 bound of the reference."""
-    from ctcbench.backends.numba_kernels import WHOLE_TABLE_BYTES
+    from ctcbench.backends.numba_kernels import WHOLE_TABLE_BYTES, segment_frames
     rng = np.random.default_rng(T)
     N = 3 if T < 1000 else 1
     logits, targets = _peaked(rng, T, N, 12, L)
@@ -499,7 +499,26 @@ def test_float32_rows_on_peaked_samples(numba_float32, T, L):
     assert result.raw.float32_rows.all(), result.notes
     assert result.compute_dtype == "float32"
     assert (4 * T * (2 * L + 3) > WHOLE_TABLE_BYTES) == (T > 1000)
+    assert (segment_frames.py_func(T, L, 4) < T) == (T > 1000)  # checkpointed
     ref = get_backend("numpy").run(problem, grad_weights=[1.5] * N)
+    _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
+
+
+def test_near_certain_samples_stay_in_float32_rows(numba_float32):
+    """Short, near-certain samples: float32 rows may round their loss a little below 0, and
+    such a sample is still a float32 answer (not handed to float64)."""
+    rng = np.random.default_rng(11)
+    T, N, C, L = 6, 64, 5, 3
+    targets = rng.integers(1, C, size=(N, L))
+    logits = rng.normal(size=(T, N, C))
+    for n in range(N):  # the frames spell the target, blanks between: one likely path
+        for t, c in enumerate([targets[n, 0], 0, targets[n, 1], 0, targets[n, 2], 0]):
+            logits[t, n, c] += rng.uniform(20, 40)
+    problem = CTCProblem(logits.astype(np.float32), targets, [T] * N, [L] * N)
+    result = numba_float32.run(problem)
+    assert (result.loss < 0).any()  # the case this is about
+    assert result.raw.float32_rows.all(), result.notes
+    ref = get_backend("numpy").run(problem)
     _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
 
 

@@ -82,7 +82,8 @@ def test_list_options_take_repeats_and_comma_lists_alike(tmp_path):
     """``--backend a,b`` is ``--backend a --backend b`` in every command (here compare, whose
     rows name the backends checked, and an unknown name in a list is still named)."""
     def backends_checked(*args):
-        res = CliRunner().invoke(cli, ["compare", *args, "--case", "single_alignment_*,tf_basic",
+        res = CliRunner().invoke(cli, ["compare", *args, "--case", "single_alignment_*",
+                                       "--case", "tf_basic",
                                        "--no-plot", "--format", "json",
                                        "--out", str(tmp_path / str(len(list(tmp_path.iterdir()))))])
         assert res.exit_code == 0, res.output
@@ -96,3 +97,5 @@ def test_list_options_take_repeats_and_comma_lists_alike(tmp_path):
                                    "--out", str(tmp_path / "bad")])
     assert res.exit_code == 1 and "unknown backend 'nosuch'" in res.output
     assert "Traceback" not in res.output
+    res = CliRunner().invoke(cli, ["bench", "--backend", " ,", "--out", str(tmp_path / "empty")])
+    assert res.exit_code == 2 and "--backend" in res.output and "expected NAME" in res.output
