@@ -1,7 +1,9 @@
 """Time versions of the numba kernel against each other: the profiling loop behind docs/numba.md.
 
 Not a test: a benchmark script. Each version is a copy of ``backends/numba_kernels.py`` (for
-instance an earlier commit's); it is compiled without the disk cache and ``ctc_batch`` is
+instance an earlier commit's; since the split of 2026-12-01 it imports the rows and the rescue
+from the installed ``numba_rows`` and ``numba_rescue``, so to compare versions of those, time
+two checkouts); it is compiled without the disk cache and ``ctc_batch`` is
 called on preallocated outputs, so only the kernel is timed (no adapter, no allocation).
 Versions alternate within each round, so load on a shared machine hits them alike.
 
