@@ -11,16 +11,11 @@ from pathlib import Path
 import click
 
 from ctcbench import __version__
+from ctcbench.cli_options import format_option, list_option, out_options
 from ctcbench.convergence.options import SettingsCommand
 from ctcbench.convergence.scenarios import SCENARIOS
 from ctcbench.doctor.load import MAX_BYTES
 from ctcbench.runtime.registry import REFERENCE
-
-
-def format_option(*choices: str):
-    """Shared ``--format`` option; the first choice is the default."""
-    return click.option("--format", "fmt", type=click.Choice(choices), default=choices[0],
-                        show_default=True, help="Output for people (table) or machines.")
 
 
 LIBRARY_ERRORS = (ValueError, KeyError, OSError, RuntimeError)  # what the library raises for
@@ -49,35 +44,6 @@ def finish_run(result):
     resumed = f" ({result.resumed} kept from the earlier run)" if result.resumed else ""
     click.echo(f"run folder: {result.run_dir}{resumed}", err=True)
     return result
-
-
-def list_option(*decls, metavar: str, help: str):
-    """An option taking a list of names, repeated or comma-separated alike (``--backend a,b
-    --backend c``): ``--backend`` of every command and the datasheet's lists are made here,
-    so they read the same way. A value naming nothing (``--backend ""``) is an error."""
-    def listed(ctx, param, values) -> tuple:
-        names = []
-        for value in values:
-            parts = [v.strip() for v in value.split(",") if v.strip()]
-            if not parts:
-                raise click.BadParameter(f"expected {metavar}[,{metavar}...], got {value!r}",
-                                         param=param)
-            names += parts
-        return tuple(names)
-    return click.option(*decls, multiple=True, metavar=f"{metavar}[,{metavar}...]",
-                        callback=listed, help=help)
-
-
-def out_options(kind: str, resume_note: str = ""):
-    """The run-folder options every driver shares: ``--out DIR`` and ``--resume``."""
-    def decorate(fn):
-        fn = click.option("--resume", is_flag=True,
-                          help=f"Continue the run in --out{resume_note}: finished rows are "
-                               f"kept, the rest run. Without it, a folder that already holds "
-                               f"a run is refused.")(fn)
-        return click.option("--out", type=click.Path(file_okay=False), default=None,
-                            help=f"Run folder; default reports/{kind}-<UTC time>.")(fn)
-    return decorate
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
