@@ -398,10 +398,14 @@ def atlas(backend_names, out, resume, fmt):
               help="Seed of the problems and of the precision search.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed measurements per speed size.")
+@click.option("--trials", type=click.IntRange(min=1), default=None, metavar="N",
+              help="The most candidates of the precision search per dtype; with a count, "
+                   "the same seed finds the same worst case on any machine [default: as "
+                   "many as the budget allows].")
 @out_options("datasheet")
 @format_option("table", "json")
 def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_mb, stages,
-              axes, seed, repeat, out, resume, fmt):
+              axes, seed, repeat, trials, out, resume, fmt):
     """One page per CTC implementation: its limits, worst precision, bad input, speed."""
     from ctcbench.datasheet.axes import AXES
     from ctcbench.datasheet.run import STAGES, datasheet as run_datasheet
@@ -412,7 +416,7 @@ def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_m
         list(backend_names), all_backends=all_backends, dtypes=list(dtypes) or None,
         budget=budget, timeout=timeout, max_memory=max_memory_mb * 2**20,
         stages=list(stages) or STAGES, axes=list(axes) or tuple(AXES), seed=seed,
-        repeat=repeat, out=out, resume=resume)
+        repeat=repeat, trials=trials, out=out, resume=resume)
     result.files += write_backend_pages(result.run_dir)  # before report.html, which links them
     finish_run(result)
     if fmt == "json":

@@ -5,9 +5,10 @@ A candidate is a few numbers (``Genes``): frames ``T``, classes ``C``, labels ``
 of repeated labels, and either the logit scale of random frames or, for frames peaked on one
 alignment of the target, how close to certain the peak is. The search draws ``START``
 candidates at random plus the corners of the space, then climbs: it changes one number of the
-worst candidate so far (double or halve it, or jump to a bound) and keeps the change when the
-error grows. Three climbs share the budget: on the absolute loss error, on the loss error
-relative to ``max(1, |loss|)``, and on the gradient error.
+worst candidate so far (double or halve it, or jump to a bound), keeps the change when the
+error grows, and repeats a change that made it grow. Three climbs share the budget: on the
+absolute loss error, on the loss error relative to ``max(1, |loss|)``, and on the gradient
+error.
 Every candidate is a case library ``[case.build]`` table, so the worst is written as a case file.
 """
 from __future__ import annotations
@@ -123,11 +124,16 @@ def _random(rng, seed: int) -> Genes:
                  log_uniform(*SCALE_RANGE), log_uniform(*DOUBT_RANGE), seed)
 
 
-def _mutate(g: Genes, rng, seed: int) -> Genes:
-    """One number of ``g`` halved, doubled, moved by a quarter or set to a bound (coarse steps
-    to cross the space, fine ones to climb a peak); a new seed for the draws."""
-    gene = str(rng.choice(["T", "C", "L", "repeats", "scale", "doubt", "frames"]))
-    move = rng.integers(6)  # 0 half, 1 double, 2 low bound, 3 high bound, 4 / 1.25, 5 * 1.25
+GENES = {"random": ("T", "C", "L", "repeats", "scale", "frames"),  # what a kind's frames use
+         "peaked": ("T", "C", "L", "repeats", "doubt", "frames")}
+MOVES = 6  # 0 half, 1 double, 2 low bound, 3 high bound, 4 / 1.25, 5 * 1.25
+
+
+def _mutate(g: Genes, seed: int, move: tuple[str, int]) -> Genes:
+    """``g`` with one number halved, doubled, moved by a quarter or set to a bound (coarse steps
+    to cross the space, fine ones to climb a peak), or its frames' kind switched; a new seed
+    for the draws. ``move``: (the gene, which of the ``MOVES``)."""
+    gene, move = move
     ranges = {"T": T_RANGE, "C": C_RANGE, "L": (1, T_RANGE[1]), "scale": SCALE_RANGE,
               "doubt": DOUBT_RANGE, "repeats": (0.0, 1.0)}
     if gene == "frames":
@@ -144,23 +150,44 @@ def _mutate(g: Genes, rng, seed: int) -> Genes:
     return replace(g, **{gene: type(getattr(g, gene))(value)}, seed=seed)
 
 
+def _next_move(g: Genes, rng, repeat: tuple[str, int] | None) -> tuple[str, int]:
+    """The move a climb tries on its worst ``g`` (fitted): ``repeat``, the move that last raised
+    the climb's error (a slope is followed while it rises), else a random one; either changes
+    something other than the seed."""
+    def changes(move):
+        return _mutate(g, g.seed, move).fitted() != g
+    if repeat is not None and changes(repeat):
+        return repeat
+    while True:  # switching the frames always changes something
+        move = (str(rng.choice(GENES[g.frames])), int(rng.integers(MOVES)))
+        if changes(move):
+            return move
+
+
 def worst_precision(backend, oracle, dtype: str, *, budget_s: float, timeout_s: float,
-                    max_bytes: int, seed: int, done: dict, write, progress) -> dict:
-    """Search for ``budget_s`` seconds; returns the verdict: the worst loss and gradient errors
-    found, each with its candidate and ``[case.build]`` table, and how many were tried. A
-    candidate may take ``timeout_s``; one estimated to need more than ``max_bytes`` is not
-    run. ``done`` maps a trial's item to its row (resume replays them), ``write(row)``
+                    max_bytes: int, seed: int, done: dict, write, progress,
+                    trials: int | None = None) -> dict:
+    """Search for ``budget_s`` seconds or ``trials`` candidates, whichever ends first; returns
+    the verdict: the worst loss and gradient errors found, each with its candidate and
+    ``[case.build]`` table, and how many were tried. The candidates are those of ``seed``
+    alone, so a count of trials gives the same verdict on any machine. A candidate may take
+    ``timeout_s``; one estimated to need more than ``max_bytes`` is not run (but counts as a
+    trial). ``done`` maps a trial's item to its row (resume replays them), ``write(row)``
     records one."""
     rng = np.random.default_rng(seed)
     end = time.monotonic() + budget_s
     best = dict.fromkeys(CLIMBS)  # climb -> (its score, genes, the trial's row)
-    tried = failed = 0
+    tried = failed = considered = 0
 
-    def evaluate(g: Genes) -> dict | None:
-        nonlocal tried, failed
+    def more() -> bool:
+        return time.monotonic() < end and (trials is None or considered < trials)
+
+    def evaluate(g: Genes) -> None:
+        nonlocal tried, failed, considered
         g = g.fitted()
+        considered += 1
         if problem_bytes(g.T, 2, g.C, g.L) > max_bytes:
-            return None
+            return
         item = f"{dtype}#{tried}"
         tried += 1
         progress.note(f"{backend.name} {dtype} precision T={g.T} C={g.C} L={g.L} {g.frames}")
@@ -178,22 +205,25 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, timeout_s: 
         progress.update()
         if row["status"] != "ok":
             failed += 1
-            return None
+            return
         for key, field in CLIMBS.items():
             if best[key] is None or row[field] > best[key][0]:
                 best[key] = (row[field], g, row)
-        return row
 
     for g in _corners(seed) + [_random(rng, seed + 10 + i) for i in range(START)]:
-        if time.monotonic() > end:
+        if not more():
             break
         evaluate(g)
+    rising = dict.fromkeys(CLIMBS)  # climb -> the move that last raised its score
     step = 0
-    while time.monotonic() < end and any(best.values()):
+    while more() and any(best.values()):
         key = list(CLIMBS)[step % len(CLIMBS)]
         step += 1
         if best[key] is not None:
-            evaluate(_mutate(best[key][1], rng, seed + 1000 + step))
+            parent = best[key][1]
+            move = _next_move(parent, rng, rising[key])
+            evaluate(_mutate(parent, seed + 1000 + step, move))
+            rising[key] = move if best[key][1] is not parent else None
     verdict = {"stage": "precision", "item": dtype, "tried": tried, "failed": failed}
     for key, found in best.items():
         if found is not None:

@@ -137,7 +137,7 @@ def _names(backends, all_backends: bool) -> list[str]:
     return list(dict.fromkeys(backends))
 
 
-def _check(budget, timeout, max_memory, stages, dtypes, seed, repeat) -> None:
+def _check(budget, timeout, max_memory, stages, dtypes, seed, repeat, trials) -> None:
     for value, name in ((budget, "--budget"), (timeout, "--timeout")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e7:
             fail(name, "a positive number of seconds", repr(value))
@@ -152,10 +152,13 @@ def _check(budget, timeout, max_memory, stages, dtypes, seed, repeat) -> None:
         fail("--seed", "a non-negative integer", repr(seed))
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         fail("--repeat", "a positive integer", repr(repeat))
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)
+                               or trials < 1):
+        fail("--trials", "a positive integer", repr(trials))
 
 
-REPLAYED = ("dtypes", "budget_s", "timeout_s", "max_memory", "seed", "repeat")  # what the
-# rows a resume replays depend on; other backends, stages or axes are rows of their own
+# what the rows a resume replays depend on; other backends, stages or axes are rows of their own
+REPLAYED = ("dtypes", "budget_s", "timeout_s", "max_memory", "seed", "repeat", "trials")
 
 
 def _same_options(meta: dict | None, config: dict) -> None:
@@ -238,7 +241,8 @@ class _Sheet:
                 self.backend, oracle, dtype,
                 budget_s=c["budget_s"] * SHARE["precision"] / len(self.taken),
                 timeout_s=c["timeout_s"], max_bytes=c["max_memory"], seed=c["seed"],
-                done=self.done_for(dtype), write=self.writer(dtype), progress=self.bar)
+                trials=c["trials"], done=self.done_for(dtype), write=self.writer(dtype),
+                progress=self.bar)
             for key in CLIMBS:
                 if key in verdict:
                     verdict[key]["case_file"] = _case(
@@ -278,8 +282,8 @@ class _Sheet:
 
 def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget: float = 120.0,
               timeout: float = 60.0, max_memory: int = 2 * 2**30, stages=STAGES,
-              axes=tuple(AXES), seed: int = 0, repeat: int = 3, out=None, resume: bool = False,
-              progress: bool | None = True) -> RunResult:
+              axes=tuple(AXES), seed: int = 0, repeat: int = 3, trials: int | None = None,
+              out=None, resume: bool = False, progress: bool | None = True) -> RunResult:
     """The datasheet of each backend in ``backends`` (or every registered one: ``all_backends``).
 
     ``dtypes``: the dtypes of every stage (default: limits, determinism and speed in float32,
@@ -288,9 +292,10 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
     dtypes); the other stages take what they take. ``timeout``: the most one probe may take
     (a probe taking more is a hang); ``max_memory``: bytes, sizes estimated to need more are
     not run. ``stages``: some of ``STAGES``; ``axes``: some of ``AXES``. ``repeat``:
-    measurements per speed size. ``out``/``resume``: the run-folder rules of every driver.
+    measurements per speed size. ``trials``: the most candidates of the precision search per
+    dtype (it stops at the budget or there): with a count, its verdict is the seed's alone. ``out``/``resume``: the run-folder rules of every driver.
     """
-    _check(budget, timeout, max_memory, tuple(stages), dtypes, seed, repeat)
+    _check(budget, timeout, max_memory, tuple(stages), dtypes, seed, repeat, trials)
     bad = [a for a in axes if a not in AXES]
     expect(not bad, "--axes", f"some of {', '.join(AXES)}", ", ".join(bad))
     names = _names(list(backends or []), all_backends)
@@ -302,7 +307,8 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
     check_out(KIND, out, resume=resume)
     config = {"backends": names, "all": all_backends, "dtypes": list(dtypes or []),
               "budget_s": budget, "timeout_s": timeout, "max_memory": max_memory,
-              "stages": list(stages), "axes": list(axes), "seed": seed, "repeat": repeat}
+              "stages": list(stages), "axes": list(axes), "seed": seed, "repeat": repeat,
+              "trials": trials}
     with open_run(KIND, out, resume=resume) as run, \
             Progress("datasheet", unit="probes", enabled=progress) as bar:
         _same_options(run.meta, config)

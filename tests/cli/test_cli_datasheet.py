@@ -66,6 +66,7 @@ BAD = [  # (args, fragments of the one Error line)
     (["--backend", "numpy", "--axes", "Q"], ["--axes: expected some of T, L, C, N, label, TL", "Q"]),
     (["--backend", "numpy", "--dtype", "float8"], ["--dtype: expected some of", "float8"]),
     (["--backend", "numpy", "--timeout", "0"], ["--timeout"]),
+    (["--backend", "numpy", "--trials", "0"], ["--trials"]),
     (["--backend", "numpy", "--resume"], ["--resume: expected --out DIR"]),
     (["--backend", "needs-missing"], ["--backend: expected a backend that runs here"]),
 ]
