@@ -118,16 +118,13 @@ class CTCProblem:
         expect(len(bad) == 0, "targets", f"no label equal to blank={blank}",
                f"blank at (sample, position) {[tuple(map(int, b)) for b in bad[:5]]}")
 
-        valid_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
-        rows = logits[valid_frame]  # (frames, C)
         # -inf is probability 0 (masked vocabularies); +inf, NaN or a frame without any
-        # finite entry has no distribution.
-        bad = (np.isnan(rows) | (rows == np.inf)).any(axis=1) | ~np.isfinite(rows).any(axis=1)
-        if bad.any():
-            t, n = np.argwhere(valid_frame)[np.flatnonzero(bad)[0]]
-            raise ValueError(f"logits: expected finite values or -inf, at least one finite, in "
-                             f"every valid frame, got +inf, NaN or no finite value at t={t}, "
-                             f"n={n} (input_lengths[{n}] = {input_lengths[n]})")
+        # finite entry has no distribution. A finite sum of all logits means every one is
+        # finite (one pass, no copy: most batches); else the valid frames are looked at.
+        with np.errstate(over="ignore", invalid="ignore"):  # huge logits may overflow it
+            total = logits.sum(dtype=np.float64 if dtype == "float64" else np.float32)
+        if not np.isfinite(total):
+            self._check_frames(logits, input_lengths)
 
         # Private, read-only copies: a validated problem cannot be changed afterwards.
         self.logits = _frozen(np.array(logits, copy=True))
@@ -139,6 +136,20 @@ class CTCProblem:
         self.target_layout = target_layout
         self.index_dtype = index_dtype
         self.unbatched = unbatched
+
+    @staticmethod
+    def _check_frames(logits: np.ndarray, input_lengths: np.ndarray) -> None:
+        """A ValueError naming the first valid frame that holds +inf or NaN, or no finite
+        value."""
+        T = logits.shape[0]
+        valid_frame = np.arange(T)[:, None] < input_lengths[None, :]  # (T, N)
+        rows = logits[valid_frame]  # (frames, C)
+        bad = (np.isnan(rows) | (rows == np.inf)).any(axis=1) | ~np.isfinite(rows).any(axis=1)
+        if bad.any():
+            t, n = np.argwhere(valid_frame)[np.flatnonzero(bad)[0]]
+            raise ValueError(f"logits: expected finite values or -inf, at least one finite, in "
+                             f"every valid frame, got +inf, NaN or no finite value at t={t}, "
+                             f"n={n} (input_lengths[{n}] = {input_lengths[n]})")
 
     @staticmethod
     def _target_form(targets) -> tuple[str, str]:

@@ -99,6 +99,19 @@ def test_non_finite_valid_frame_is_rejected(bad):
         CTCProblem(logits, targets, il, tl)
 
 
+def test_huge_finite_logits_are_accepted_and_a_nan_among_them_is_not():
+    """Logits near float32's largest value are finite although their sum overflows, so they
+    are valid; a NaN among them in a valid frame is still an error that says where."""
+    logits = np.full((6, 2, 5), 3e38, dtype=np.float32)
+    logits[:, :, 0] = -3e38
+    with np.errstate(over="ignore"):
+        assert np.isinf(logits.sum())
+    CTCProblem(logits, [[1, 2], [3, 3]], [6, 6], [2, 2])
+    logits[2, 0, 4] = np.nan
+    with pytest.raises(ValueError, match=r"logits: expected finite .* t=2, n=0"):
+        CTCProblem(logits, [[1, 2], [3, 3]], [6, 6], [2, 2])
+
+
 def test_minus_inf_logit_in_a_valid_frame_is_probability_zero():
     """A -inf logit (a masked class) is accepted and gives log-probability -inf, no NaN."""
     logits, targets, il, tl = ok_inputs()
