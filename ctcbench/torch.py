@@ -111,6 +111,17 @@ def _problem(log_probs: torch.Tensor, targets, input_lengths, target_lengths, bl
     return CTCProblem(x, targets, input_lengths, target_lengths, blank=blank), unbatched
 
 
+def _gradient(result, dtype: torch.dtype) -> np.ndarray:
+    """The result's gradient: the backend's own array where it is already in ``dtype`` (the
+    float32 compute's for float32 input, spared a round trip through float64), else the
+    contract's float64 one."""
+    own = getattr(result.raw, "grad_logits", None)
+    if (isinstance(own, np.ndarray) and own.shape == result.grad_logits.shape
+            and own.dtype.name == str(dtype).removeprefix("torch.")):
+        return own
+    return result.grad_logits
+
+
 class BackendCTCFunction(torch.autograd.Function):
     """``f(x) = reduce(CTC(log_softmax(x)))`` by a registry backend; see the module docstring
     for why the gradient handed back for ``x`` is the backend's logits gradient."""
@@ -122,7 +133,7 @@ class BackendCTCFunction(torch.autograd.Function):
         with torch.enable_grad():  # forward runs without grad; torch-based backends need it
             if backend.traits.takes_grad_weights:
                 result = backend.run(problem, grad_weights=w)
-                grad = result.grad_logits  # (T, N, C) float64, already weighted
+                grad = _gradient(result, x.dtype)  # (T, N, C), already weighted
             else:
                 result = backend.run(problem)
                 grad = result.grad_logits * w[None, :, None]  # (T, N, C)
