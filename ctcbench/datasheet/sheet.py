@@ -72,6 +72,12 @@ def _precision_text(p: dict | None, key: str) -> str:
             f"{' scale ' + sig(g['scale']) if g['frames'] == 'random' else ''})")
 
 
+def _tried_text(p: dict | None) -> str:
+    if not p:
+        return ""
+    return f"{p['tried']} tried" + (f", {p['failed']} failed" if p.get("failed") else "")
+
+
 def table(sheet: dict[str, dict]) -> list[list[str]]:
     """The side-by-side table: a header row of backends, then one row per property."""
     names = list(sheet)
@@ -92,6 +98,8 @@ def table(sheet: dict[str, dict]) -> list[list[str]]:
         for key, label in PRECISION_LABELS.items():
             add(f"{label} ({dtype})",
                 lambda s, d=dtype, k=key: _precision_text(s["precision"].get(d), k))
+        add(f"precision candidates ({dtype})",
+            lambda s, d=dtype: _tried_text(s["precision"].get(d)))
     if any(s["robustness"] for s in sheet.values()):
         add("malformed input", lambda s: ", ".join(f"{v} {k}" for k, v in
                                                    sorted(s["robustness_counts"].items())))

@@ -12,6 +12,7 @@ from ctcbench.cli import cli
 from ctcbench.core.ctcmath import collapse
 from ctcbench.datasheet.precision import T_RANGE, SCALE_RANGE, Genes, _path, build, scores
 from ctcbench.datasheet.run import datasheet
+from ctcbench.datasheet.sheet import text
 from ctcbench.fuzz.judge import problem_of
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -99,3 +100,6 @@ def test_a_count_of_trials_is_the_same_search_at_any_budget(register_backends, t
     worst = [run.summary["sheets"]["drift-inside"]["precision"]["float32"]["loss"]
              for run in runs]
     assert worst[0]["genes"] == worst[1]["genes"]
+    lines = text(runs[1].summary["sheets"]).splitlines()
+    assert any(line.split() == ["precision", "candidates", "(float32)", "14", "tried"]
+               for line in lines), lines
