@@ -267,6 +267,33 @@ def _sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
         logits, grad, n, tg, T_n, L, blank, w, skip)
 
 
+@njit(**JIT)
+def batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
+                 path, n):
+    """Sample ``n`` of a :func:`ctc_batch` call: its loss, path and every gradient entry."""
+    T = logits.shape[0]
+    T_n, L = input_lengths[n], target_lengths[n]
+    tg = targets[n]
+    w = weights[n]
+    repeats = 0
+    for j in range(1, L):
+        if tg[j] == tg[j - 1]:
+            repeats += 1
+    if T_n == 0 or T_n < L + repeats:  # no frames, or too few: only an empty target fits
+        path[n] = SKIPPED
+        loss[n] = 0.0 if L == 0 else np.inf
+        for t in range(T):
+            grad[t, n, :] = 0.0
+        return
+    skip = np.zeros(L + 1)  # (L + 1,) 1.0 where label j may follow label j - 1 directly
+    for j in range(1, L):
+        if tg[j] != tg[j - 1]:
+            skip[j] = 1.0
+    loss[n], path[n] = sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip)
+    for t in range(T_n, T):  # padded frames: zero, never read
+        grad[t, n, :] = 0.0
+
+
 @njit(parallel=True, **JIT)
 def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
               path):
@@ -277,25 +304,18 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
     A float32 ``grad`` asks for the float32 compute (:func:`sample_float32`). Callers
     should launch it with ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in
     here, it would keep numba from caching the compiled kernel."""
-    T, N, C = logits.shape
-    for n in prange(N):
-        T_n, L = input_lengths[n], target_lengths[n]
-        tg = targets[n]
-        w = weights[n]
-        repeats = 0
-        for j in range(1, L):
-            if tg[j] == tg[j - 1]:
-                repeats += 1
-        if T_n == 0 or T_n < L + repeats:  # no frames, or too few: only an empty target fits
-            path[n] = SKIPPED
-            loss[n] = 0.0 if L == 0 else np.inf
-            for t in range(T):
-                grad[t, n, :] = 0.0
-            continue
-        skip = np.zeros(L + 1)  # (L + 1,) 1.0 where label j may follow label j - 1 directly
-        for j in range(1, L):
-            if tg[j] != tg[j - 1]:
-                skip[j] = 1.0
-        loss[n], path[n] = sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip)
-        for t in range(T_n, T):  # padded frames: zero, never read
-            grad[t, n, :] = 0.0
+    for n in prange(logits.shape[1]):
+        batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
+                     grad, path, n)
+
+
+@njit(**JIT)
+def ctc_batch_one_thread(logits, targets, input_lengths, target_lengths, blank, weights, loss,
+                         grad, path):
+    """:func:`ctc_batch` on the calling thread, for one thread: no parallel launch, which
+    with the workqueue layer hands the call to a pool thread and waits for it (100-400 us a
+    call measured on this machine, more than the whole kernel at T=50 N=8 C=20 L=10). Each
+    sample is the same :func:`batch_sample`, so the bits are those of any thread count."""
+    for n in range(logits.shape[1]):
+        batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
+                     grad, path, n)

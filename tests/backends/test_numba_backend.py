@@ -147,7 +147,8 @@ def test_grad_weights_scale_each_sample(numba_backend):
 
 
 def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch):
-    """One sample is computed by one thread start to end: bit-identical for any thread count."""
+    """One sample is computed by one thread start to end (with one thread, by the kernel
+    without a parallel launch): bit-identical for any thread count."""
     import numba
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs two numba threads: a machine with 2+ cores, or NUMBA_NUM_THREADS=2")
@@ -160,6 +161,32 @@ def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch):
     assert (one.raw.threads, two.raw.threads) == (1, 2)
     np.testing.assert_array_equal(one.loss, two.loss)
     np.testing.assert_array_equal(one.grad_logits, two.grad_logits)
+
+
+@pytest.mark.parametrize("compute", ["float64", "float32"])
+def test_the_one_thread_kernel_gives_the_parallel_kernels_bits(compute, monkeypatch):
+    """One thread runs ``ctc_batch_one_thread`` (no parallel launch), two ``ctc_batch``:
+    float32 logits, either compute, peaked and random samples (float32 rows and the float64
+    paths), weighted, padded: the same bits."""
+    import numba
+    from ctcbench.backends.numba_ctc import NumbaBackend
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs two numba threads: a machine with 2+ cores, or NUMBA_NUM_THREADS=2")
+    rng = np.random.default_rng(29)
+    logits, targets = _peaked(rng, 300, 4, 12, 30)
+    logits[:, 2:] = rng.normal(size=(300, 2, 12)) * 3  # random frames: the float64 paths
+    problem = CTCProblem(logits, targets, [300, 280, 300, 250], [30, 30, 25, 30])
+    backend = NumbaBackend(compute_dtype=compute)
+    runs = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv(THREADS_ENV, threads)
+        runs.append(backend.run(problem, grad_weights=[1.0, 0.5, 2.0, 1.5]))
+    assert (runs[0].threads, runs[1].threads) == (1, 2)
+    assert runs[0].grad_logits.dtype == np.dtype(compute)
+    np.testing.assert_array_equal(runs[0].loss, runs[1].loss)
+    np.testing.assert_array_equal(runs[0].grad_logits, runs[1].grad_logits)
+    if compute == "float32":  # both kinds of sample were there
+        assert runs[0].float32_rows[:2].all() and not runs[0].float32_rows[2:].any()
 
 
 def test_bad_thread_count_is_an_error(numba_backend, monkeypatch):
