@@ -35,37 +35,25 @@ RESTART = 64
 
 
 @njit(**LOOP)
-def forward_rows(rows, start, e, skip, L, frames):
-    """``frames`` forward rows, ping-ponging between ``rows[0]`` and ``rows[1]``."""
+def row_loop(rows, start, e, skip, a, P, L, frames, backward):
+    """``frames`` forward rows (or backward ones, against the forward row ``a``), each made
+    from the one before, ping-ponging between ``rows[0]`` and ``rows[1]``."""
     one = rows.dtype.type(1.0)
-    s = one
+    s = one  # the previous row's sum
     for t in range(frames):
-        p, a = rows[t % 2], rows[1 - t % 2]
+        prev, new = rows[t % 2], rows[1 - t % 2]
         if t % RESTART == 0:
-            p[:] = start
+            prev[:] = start
             s = one
-        if L >= MERGE_MIN_L:
-            s = forward_row(p, a, e, one / s, skip, L)
+        if backward and L >= MERGE_MIN_L:
+            s, zb, zl = backward_row(prev, new, e, one / s, skip, a, P, L)
+        elif backward:
+            s, zb, zl = backward_row_split(prev, new, e, one / s, skip, a, P, L)
+        elif L >= MERGE_MIN_L:
+            s = forward_row(prev, new, e, one / s, skip, L)
         else:
-            s = forward_row_split(p, a, e, one / s, skip, L)
+            s = forward_row_split(prev, new, e, one / s, skip, L)
     return s
-
-
-@njit(**LOOP)
-def backward_rows(rows, start, e, skip, a, P, L, frames):
-    """``frames`` backward rows against the forward row ``a``, ping-ponging likewise."""
-    one = rows.dtype.type(1.0)
-    d = one
-    for t in range(frames):
-        nb, cb = rows[t % 2], rows[1 - t % 2]
-        if t % RESTART == 0:
-            nb[:] = start
-            d = one
-        if L >= MERGE_MIN_L:
-            d, zb, zl = backward_row(nb, cb, e, one / d, skip, a, P, L)
-        else:
-            d, zb, zl = backward_row_split(nb, cb, e, one / d, skip, a, P, L)
-    return d
 
 
 @njit(**LOOP)
@@ -118,8 +106,8 @@ def parts(L: int, C: int, dtype, frames: int, rng):
     # float32 compute gets them (float32 input)
     out = np.empty((frames, C), dtype)
     tg = rng.integers(1, C, L).astype(np.int64)  # (L,)
-    return {"forward": lambda: forward_rows(rows, start, e, skip, L, frames),
-            "backward": lambda: backward_rows(back, start, e, skip, start, P, L, frames),
+    return {"forward": lambda: row_loop(rows, start, e, skip, start, P, L, frames, False),
+            "backward": lambda: row_loop(back, start, e, skip, start, P, L, frames, True),
             "softmax": lambda: softmax_frames(x, out, tg, L, e),
             "max": lambda: softmax_pieces(x, out, tg, L, e, 0),
             "exp": lambda: softmax_pieces(x, out, tg, L, e, 1),

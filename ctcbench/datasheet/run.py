@@ -293,7 +293,8 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
     (a probe taking more is a hang); ``max_memory``: bytes, sizes estimated to need more are
     not run. ``stages``: some of ``STAGES``; ``axes``: some of ``AXES``. ``repeat``:
     measurements per speed size. ``trials``: the most candidates of the precision search per
-    dtype (it stops at the budget or there): with a count, its verdict is the seed's alone. ``out``/``resume``: the run-folder rules of every driver.
+    dtype (it stops there or at the budget): with a count, its verdict is the seed's alone.
+    ``out``/``resume``: the run-folder rules of every driver.
     """
     _check(budget, timeout, max_memory, tuple(stages), dtypes, seed, repeat, trials)
     bad = [a for a in axes if a not in AXES]
