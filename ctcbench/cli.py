@@ -399,9 +399,10 @@ def atlas(backend_names, out, resume, fmt):
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed measurements per speed size.")
 @click.option("--trials", type=click.IntRange(min=1), default=None, metavar="N",
-              help="The most candidates of the precision search per dtype; with a count, "
-                   "the same seed finds the same worst case on any machine [default: as "
-                   "many as the budget allows].")
+              help="The most candidates of the precision search per dtype (the budget may "
+                   "end it first); with a count, the same seed makes the same search on any "
+                   "machine where no candidate times out [default: as many as the budget "
+                   "allows].")
 @out_options("datasheet")
 @format_option("table", "json")
 def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_mb, stages,

@@ -127,6 +127,8 @@ def _random(rng, seed: int) -> Genes:
 GENES = {"random": ("T", "C", "L", "repeats", "scale", "frames"),  # what a kind's frames use
          "peaked": ("T", "C", "L", "repeats", "doubt", "frames")}
 MOVES = 6  # 0 half, 1 double, 2 low bound, 3 high bound, 4 / 1.25, 5 * 1.25
+SLOPES = {(gene, move) for gene in ("T", "C", "L", "repeats", "scale", "doubt")
+          for move in (0, 1, 4, 5)}  # the moves a climb follows again: steps, not jumps
 
 
 def _mutate(g: Genes, seed: int, move: tuple[str, int]) -> Genes:
@@ -151,9 +153,9 @@ def _mutate(g: Genes, seed: int, move: tuple[str, int]) -> Genes:
 
 
 def _next_move(g: Genes, rng, repeat: tuple[str, int] | None) -> tuple[str, int]:
-    """The move a climb tries on its worst ``g`` (fitted): ``repeat``, the move that last raised
-    the climb's error (a slope is followed while it rises), else a random one; either changes
-    something other than the seed."""
+    """The move a climb tries on its worst ``g`` (fitted): ``repeat``, the step (one of
+    ``SLOPES``) that last raised the climb's error (a slope is followed while it rises), else
+    a random move; either changes something other than the seed."""
     def changes(move):
         return _mutate(g, g.seed, move).fitted() != g
     if repeat is not None and changes(repeat):
@@ -169,24 +171,27 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, timeout_s: 
                     trials: int | None = None) -> dict:
     """Search for ``budget_s`` seconds or ``trials`` candidates, whichever ends first; returns
     the verdict: the worst loss and gradient errors found, each with its candidate and
-    ``[case.build]`` table, and how many were tried. The candidates are those of ``seed``
-    alone, so a count of trials gives the same verdict on any machine. A candidate may take
-    ``timeout_s``; one estimated to need more than ``max_bytes`` is not run (but counts as a
-    trial). ``done`` maps a trial's item to its row (resume replays them), ``write(row)``
-    records one."""
+    ``[case.build]`` table, and how many were tried. The candidates follow from ``seed`` and
+    the errors found, so a count of trials gives the same search on any machine where no
+    candidate times out and the budget does not end it first. A candidate may take
+    ``timeout_s``; one estimated to need more than ``max_bytes`` is not run (it counts
+    towards ``trials``, and as ``too_large``). ``done`` maps ``(stage, item)`` to the rows the
+    run folder holds (resume replays the trials), ``write(row)`` records one."""
     rng = np.random.default_rng(seed)
     end = time.monotonic() + budget_s
     best = dict.fromkeys(CLIMBS)  # climb -> (its score, genes, the trial's row)
-    tried = failed = considered = 0
+    tried = failed = considered = too_large = 0
+    done = {item: row for (stage, item), row in done.items() if stage == "trial"}
 
     def more() -> bool:
         return time.monotonic() < end and (trials is None or considered < trials)
 
     def evaluate(g: Genes) -> None:
-        nonlocal tried, failed, considered
+        nonlocal tried, failed, considered, too_large
         g = g.fitted()
         considered += 1
         if problem_bytes(g.T, 2, g.C, g.L) > max_bytes:
+            too_large += 1
             return
         item = f"{dtype}#{tried}"
         tried += 1
@@ -223,8 +228,9 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, timeout_s: 
             parent = best[key][1]
             move = _next_move(parent, rng, rising[key])
             evaluate(_mutate(parent, seed + 1000 + step, move))
-            rising[key] = move if best[key][1] is not parent else None
-    verdict = {"stage": "precision", "item": dtype, "tried": tried, "failed": failed}
+            rising[key] = move if best[key][1] is not parent and move in SLOPES else None
+    verdict = {"stage": "precision", "item": dtype, "tried": tried, "failed": failed,
+               "too_large": too_large}
     for key, found in best.items():
         if found is not None:
             score, g, row = found

@@ -75,7 +75,8 @@ def _precision_text(p: dict | None, key: str) -> str:
 def _tried_text(p: dict | None) -> str:
     if not p:
         return ""
-    return f"{p['tried']} tried" + (f", {p['failed']} failed" if p.get("failed") else "")
+    return (f"{p['tried']} tried" + (f", {p['failed']} failed" if p.get("failed") else "")
+            + (f", {p['too_large']} over --max-memory" if p.get("too_large") else ""))
 
 
 def table(sheet: dict[str, dict]) -> list[list[str]]:

@@ -58,6 +58,29 @@ def test_resume_after_a_torn_log_keeps_each_probe_once(register_backends, tmp_pa
     assert (verdict["correct"], verdict["failing"], verdict["past_status"]) == (700, 701, "crashes")
 
 
+def test_a_torn_precision_search_resumes_without_running_a_trial_twice(tmp_path):
+    """Cut rows.jsonl inside a trial, the verdict gone: --resume replays the trials kept,
+    runs the rest, and ends with each trial once and the uninterrupted run's worst cases."""
+    args = ["datasheet", "--backend", "numba", "--stages", "precision", "--dtype", "float32",
+            "--trials", "10", "--format", "json", "--out", str(tmp_path / "run")]
+    runner = CliRunner()
+    res = runner.invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    whole = json.loads(res.stdout)["backends"]["numba"]["precision"]["float32"]
+    log = tmp_path / "run" / "rows.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    assert json.loads(lines[-1])["stage"] == "precision"
+    log.write_bytes(b"".join(lines[:-4]) + lines[-4][:20])  # 3 trials and the verdict gone
+    res = runner.invoke(cli, [*args, "--resume"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    keys = [(r["backend"], r["dtype"], r["stage"], r["item"]) for r in rows]
+    assert len(keys) == len(set(keys)) == len(lines)
+    again = json.loads(res.stdout)["backends"]["numba"]["precision"]["float32"]
+    assert again["tried"] == whole["tried"] == 10
+    assert all(again[k]["genes"] == whole[k]["genes"] for k in ("loss", "loss_rel", "grad"))
+
+
 BAD = [  # (args, fragments of the one Error line)
     (["--backend", "nope"], ["--backend: expected one of", "got nope"]),
     ([], ["--backend: expected a backend name (or --all)"]),
