@@ -112,10 +112,12 @@ def _problem(log_probs: torch.Tensor, targets, input_lengths, target_lengths, bl
 
 
 def _gradient(result, dtype: torch.dtype) -> np.ndarray:
-    """The result's gradient: the backend's own array where it is already in ``dtype`` (the
-    float32 compute's for float32 input, spared a round trip through float64), else the
-    contract's float64 one."""
-    own = getattr(result.raw, "grad_logits", None)
+    """The result's gradient: numba's own array where it is already in ``dtype`` (the float32
+    compute's for float32 input: no cast back from the contract's float64 copy), else the
+    contract's float64 one. Only numba's: it writes a fresh array each call, which torch may
+    then hold without a copy; another backend's own array might be a buffer it reuses."""
+    from ctcbench.backends.numba_ctc import NumbaResult
+    own = result.raw.grad_logits if isinstance(result.raw, NumbaResult) else None
     if (isinstance(own, np.ndarray) and own.shape == result.grad_logits.shape
             and own.dtype.name == str(dtype).removeprefix("torch.")):
         return own

@@ -3,6 +3,7 @@ differences (gradcheck) and against torch.nn.functional.ctc_loss itself."""
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -288,3 +289,23 @@ def test_float32_compute_when_asked_and_it_says_so():
                         compute_dtype="float32")
     with pytest.raises(ValueError, match="compute_dtype: expected None or one of"):
         ctorch.ctc_loss(z.log_softmax(-1), targets, il, tl, compute_dtype="half")
+
+
+def test_the_gradient_torch_gets_is_numbas_own_only_where_dtypes_agree():
+    """numba's float32 gradient goes to torch as it is (no cast back from the contract's
+    float64 copy); float16 input, numba's float64 compute, or another backend get the
+    contract's float64 array. Either way the values are those of the result."""
+    pytest.importorskip("numba")
+    from ctcbench.core.problem import CTCProblem
+    from ctcbench.runtime.registry import get_backend
+    z, targets, il, tl = _random_batch(43, T=20, N=3, C=5, S=4, infeasible=False)
+    problem = CTCProblem(z.float().log_softmax(-1), targets, il, tl)
+    float32 = ctorch._with_compute_dtype(ctorch.resolve_backend("numba"), "float32")
+    result = float32.run(problem)
+    assert ctorch._gradient(result, torch.float32) is result.raw.grad_logits
+    assert ctorch._gradient(result, torch.float16) is result.grad_logits
+    assert result.grad_logits.dtype == np.float64
+    np.testing.assert_array_equal(ctorch._gradient(result, torch.float32), result.grad_logits)
+    for name in ("numba", "numpy"):  # float64 compute: the contract's array
+        other = get_backend(name, isolated=False).run(problem)
+        assert ctorch._gradient(other, torch.float32) is other.grad_logits
