@@ -3,8 +3,8 @@
 Not a test: a benchmark script. Each version is a copy of ``backends/numba_kernels.py`` (for
 instance an earlier commit's; since the split of 2026-12-01 it imports the rows and the rescue
 from the installed ``numba_rows`` and ``numba_rescue``, so to compare versions of those, time
-two checkouts); it is compiled without the disk cache and ``ctc_batch`` is
-called on preallocated outputs, so only the kernel is timed (no adapter, no allocation).
+two checkouts); it is compiled afresh, into a temporary numba cache folder, and called
+on preallocated outputs, so only the kernel is timed (no adapter, no allocation).
 Versions alternate within each round, so load on a shared machine hits them alike.
 
     git show HEAD~1:backends/numba_kernels.py > /tmp/before.py
@@ -35,10 +35,11 @@ SIZES = ["1000,32,100,200", "200,16,50,40", "50,8,20,10", "1000,8,5000,100"]
 
 
 def load_kernel(path: str) -> dict:
-    """Thread count -> kernel of the module file at ``path``, compiled without the disk cache:
-    ``ctc_batch_one_thread`` for one thread where the version has it (as the backend runs
-    it), ``ctc_batch`` otherwise (key 0: any other count)."""
-    source = Path(path).read_text().replace("cache=True", "cache=False")
+    """Thread count -> kernel of the module file at ``path``, compiled afresh (``main`` points
+    numba's cache at a new temporary folder): ``ctc_batch_one_thread`` for one thread where
+    the version has it (as the backend runs it), ``ctc_batch`` otherwise (key 0: any other
+    count)."""
+    source = Path(path).read_text()
     namespace = {"__name__": f"kernel_{Path(path).stem}"}
     exec(compile(source, path, "exec"), namespace)
     return {1: namespace.get("ctc_batch_one_thread", namespace["ctc_batch"]),
