@@ -36,7 +36,7 @@ from ctcbench.backends.numba_rescue import (TILT_PERIOD, sample_log_space,  # no
 from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa: F401
                                           SCALE_FLUSH, WHOLE_TABLE_BYTES, WORKSPACE_GAP,
                                           backward_row, backward_row_split, forward_row,
-                                          forward_row_split, gather_emissions,
+                                          forward_row_split, gather_emissions, gradient_frame,
                                           overlap_is_safe, segment_frames, softmax_frame)
 
 FAST, TILTED, LOG_SPACE = 0, 1, 2  # the path a sample took (ctc_batch's ``path``)
@@ -174,10 +174,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     zinv = wd / (zb + zl)
     row = grad[t, n]
     gather_emissions(row, tg, L, blank, e)
-    if w != 1.0:
-        for c in range(row.shape[0]):
-            row[c] *= wd
-    row[blank] -= zb * zinv
+    gradient_frame(row, blank, wd, zb, zinv)
     if L > 0:
         row[tg[L - 1]] -= zl * zinv
     for seg in range(n_seg - 1, -1, -1):
@@ -204,10 +201,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
             if not (d >= floor and overlap_is_safe(z, cs[t], d, floor)):
                 return np.nan
             zinv = wd / z
-            if w != 1.0:
-                for c in range(row.shape[0]):
-                    row[c] *= wd
-            row[blank] -= zb * zinv
+            gradient_frame(row, blank, wd, zb, zinv)
             for j in range(L):
                 row[tg[j]] -= P[j] * zinv
     return loss

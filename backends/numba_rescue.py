@@ -12,8 +12,8 @@ from numba import njit
 
 from ctcbench.backends.numba_math import LOG_JIT, exp_nonpositive, lse3
 from ctcbench.backends.numba_rows import (JIT, SAFE_FLOOR, SCALE_FLUSH, WORKSPACE_GAP,
-                                          gather_emissions, overlap_is_safe, row_max,
-                                          row_sum, segment_frames, softmax_frame)
+                                          gather_emissions, gradient_frame, overlap_is_safe,
+                                          row_max, row_sum, segment_frames, softmax_frame)
 
 # -- the tilted rescue: probability space for samples the fast path's guards turned down ----
 TILT_PERIOD = 16  # frames between two adjustments of the tilt
@@ -248,10 +248,7 @@ def sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip):
     zinv = w / (zb + zl)
     row = grad[t, n]
     gather_emissions(row, tg, L, blank, e)
-    if w != 1.0:
-        for c in range(row.shape[0]):
-            row[c] *= w
-    row[blank] -= zb * zinv
+    gradient_frame(row, blank, w, zb, zinv)
     row[tg[L - 1]] -= zl * zinv
     for seg in range(n_seg - 1, -1, -1):
         t0 = seg * K
@@ -284,10 +281,7 @@ def sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip):
             if not (d >= SAFE_FLOOR and d < np.inf and overlap_is_safe(z, cs[t], d)):
                 return np.nan
             zinv = w / z
-            if w != 1.0:
-                for c in range(row.shape[0]):
-                    row[c] *= w
-            row[blank] -= zb * zinv
+            gradient_frame(row, blank, w, zb, zinv)
             for j in range(L):
                 row[tg[j]] -= P[j] * zinv
     return loss

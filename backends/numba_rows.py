@@ -251,6 +251,17 @@ def backward_row_split(nb, cb, e1, kb, skip, a, P, L):
 
 
 @njit(**JIT)
+def gradient_frame(row, blank, w, zb, zinv):
+    """Start a frame's gradient in ``row (C,)``, which holds its softmax: times the weight
+    ``w`` (in the rows' dtype), minus the blanks' share ``zb * zinv`` of the posterior; the
+    caller takes off the labels' shares."""
+    if w != 1.0:
+        for c in range(row.shape[0]):
+            row[c] *= w
+    row[blank] -= zb * zinv
+
+
+@njit(**JIT)
 def overlap_is_safe(z, c, d, floor=SAFE_FLOOR):
     """Whether ``z = sum_s alpha * beta`` of rows summing to ``c`` and ``d`` is exact enough:
     ``z / (c d)`` (the overlap of the normalised rows) at least ``floor`` (``SAFE_FLOOR``, or
