@@ -9,14 +9,13 @@ to the float32 compute (the same kernel with a float32 gradient: float32 rows on
 samples it cannot certify in float32 are computed in float64), never the default.
 
 Threads: ``CTCBENCH_THREADS`` (set by ``--threads``) or, unset, numba's default (one per
-core); a request above the cores numba started with is capped, with a note. One thread runs
-``ctc_batch_one_thread``, the same samples without a parallel launch.
+core); a request above the cores numba started with is capped, with a note.
 
 Compilation: the kernels are compiled on first use per logits dtype and cached on disk
 (numba ``cache=True``), so later processes only load them. The seconds spent compiling or
-loading are kept in ``NumbaBackend.compile_seconds`` (``"float32/float64/one"``: logits
-dtype, compute dtype, one thread or parallel -> seconds) and reported as a note on the
-result of the call that paid them; the time of a run never includes them.
+loading are kept in ``NumbaBackend.compile_seconds`` (``"float32/float64"``: logits dtype and
+compute dtype -> seconds) and reported as a note on the result of the call that paid them;
+the time of a run never includes them.
 
 numba is a default dependency of ctcbench (it brings LLVM, as llvmlite); where it is missing
 (installed without dependencies, a platform without its wheels) this backend raises
@@ -122,10 +121,9 @@ class NumbaBackend:
                 np.ascontiguousarray(problem.input_lengths, dtype=np.int64),
                 np.ascontiguousarray(problem.target_lengths, dtype=np.int64),
                 np.int64(problem.blank), weights)
-        # a float32 grad asks for the float32 compute; one thread runs without a parallel launch
-        kernel = numba_kernels.ctc_batch if threads > 1 else numba_kernels.ctc_batch_one_thread
+        kernel = numba_kernels.ctc_batch  # a float32 grad asks for the float32 compute
         grad_type = numba.typeof(np.empty((1, 1, 1), dtype=self.compute_dtype))
-        key = f"{logits.dtype.name}/{self.compute_dtype}/{'parallel' if threads > 1 else 'one'}"
+        key = f"{logits.dtype.name}/{self.compute_dtype}"
         if key not in self.compile_seconds:
             t0 = time.perf_counter()
             kernel.compile(tuple(numba.typeof(a) for a in args)

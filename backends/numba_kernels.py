@@ -302,14 +302,3 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
                      grad, path, n)
 
-
-@njit(**JIT)
-def ctc_batch_one_thread(logits, targets, input_lengths, target_lengths, blank, weights, loss,
-                         grad, path):
-    """:func:`ctc_batch` on the calling thread, for one thread: no parallel launch, which
-    with the workqueue layer hands the call to a pool thread and waits for it (100-400 us a
-    call measured on this machine, more than the whole kernel at T=50 N=8 C=20 L=10). Each
-    sample is the same :func:`batch_sample`, so the bits are those of any thread count."""
-    for n in range(logits.shape[1]):
-        batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
-                     grad, path, n)

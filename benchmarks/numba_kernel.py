@@ -34,16 +34,13 @@ import numpy as np
 SIZES = ["1000,32,100,200", "200,16,50,40", "50,8,20,10", "1000,8,5000,100"]
 
 
-def load_kernel(path: str) -> dict:
-    """Thread count -> kernel of the module file at ``path``, compiled afresh (``main`` points
-    numba's cache at a new temporary folder): ``ctc_batch_one_thread`` for one thread where
-    the version has it (as the backend runs it), ``ctc_batch`` otherwise (key 0: any other
-    count)."""
+def load_kernel(path: str):
+    """``ctc_batch`` of the kernel module file at ``path``, compiled afresh (``main`` points
+    numba's cache at a new temporary folder)."""
     source = Path(path).read_text()
     namespace = {"__name__": f"kernel_{Path(path).stem}"}
     exec(compile(source, path, "exec"), namespace)
-    return {1: namespace.get("ctc_batch_one_thread", namespace["ctc_batch"]),
-            0: namespace["ctc_batch"]}
+    return namespace["ctc_batch"]
 
 
 def problem(T: int, N: int, C: int, L: int, dtype: str = "float64",
@@ -98,16 +95,14 @@ def main() -> None:
         for _ in range(args.rounds):
             for key, kernel in kernels.items():
                 call = calls[key]
-                for n in threads:  # compile, warm up
-                    numba.set_num_threads(n)
-                    kernel[1 if n == 1 else 0](*call)
+                numba.set_num_threads(1)
+                kernel(*call)  # compile, warm up
                 cpu, wall = [], {n: [] for n in threads}
                 for _ in range(args.repeat):
                     for n in threads:
                         numba.set_num_threads(n)
-                        run = kernel[1 if n == 1 else 0]
                         c0, w0 = time.process_time(), time.perf_counter()
-                        run(*call)
+                        kernel(*call)
                         wall[n].append(time.perf_counter() - w0)
                         if n == 1:
                             cpu.append(time.process_time() - c0)

@@ -147,8 +147,7 @@ def test_grad_weights_scale_each_sample(numba_backend):
 
 
 def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch):
-    """One sample is computed by one thread start to end (with one thread, by the kernel
-    without a parallel launch): bit-identical for any thread count."""
+    """One sample is computed by one thread start to end: bit-identical for any thread count."""
     import numba
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs two numba threads: a machine with 2+ cores, or NUMBA_NUM_THREADS=2")
@@ -164,10 +163,9 @@ def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch):
 
 
 @pytest.mark.parametrize("compute", ["float64", "float32"])
-def test_the_one_thread_kernel_gives_the_parallel_kernels_bits(compute, monkeypatch):
-    """One thread runs ``ctc_batch_one_thread`` (no parallel launch), two ``ctc_batch``:
-    float32 logits, either compute, peaked and random samples (float32 rows and the float64
-    paths), weighted, padded: the same bits."""
+def test_one_and_two_threads_give_the_same_bits_in_either_compute(compute, monkeypatch):
+    """float32 logits, either compute, peaked and random samples (float32 rows and the
+    float64 paths), weighted, padded: 1 and 2 threads give the same bits."""
     import numba
     from ctcbench.backends.numba_ctc import NumbaBackend
     if numba.config.NUMBA_NUM_THREADS < 2:
