@@ -48,13 +48,27 @@ def to_json(obj, **kwargs) -> str:
     return json.dumps(_jsonable(obj), **kwargs)
 
 
+def _umask() -> int:
+    """The process's umask, read without setting it (``os.umask`` can only swap it, which
+    would hand another thread a umask of 0 for a moment)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
 def atomic_write(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -> Path:
     """Write ``data`` (text, bytes, or a function that writes into a binary file) to ``path``
     through a temporary file beside it, fsync'ed and renamed over it: a reader, or a run
-    killed mid-write, sees the old file or the new one, never half of one."""
+    killed mid-write, sees the old file or the new one, never half of one. The file gets the
+    mode the umask gives any new file (``mkstemp``'s own is 0600, unreadable to others)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)

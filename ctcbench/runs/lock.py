@@ -1,7 +1,7 @@
 """One writer per run folder: an OS file lock (``fcntl.flock``) on ``<run folder>/run.lock``.
 
 The lock is held for the whole run and released by the OS when the process ends, however it
-ends, so a folder left by a killed run is simply taken over. The file also records who holds
+ends, so a folder left by a killed run is simply taken over; a clean end removes the file. The file also records who holds
 it (pid, host, start time, command): a second writer is refused with that holder named, and
 a run that takes over a folder whose last holder died says whose lock it took.
 """
@@ -39,6 +39,15 @@ def _read_holder(fd: int) -> dict:
     return info if isinstance(info, dict) else {}
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)
+
+
 class RunLock:
     """The lock of one run folder, held from ``acquire`` to ``release`` (or process end).
 
@@ -54,15 +63,20 @@ class RunLock:
         self.taken_over: dict = {}
 
     def acquire(self) -> "RunLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise ValueError(f"--out: run folder {str(self.path.parent)!r} is in use by "
+                                 f"{describe_holder(holder)}; wait for it to finish or choose "
+                                 f"another folder") from None
+            # a holder that ended cleanly unlinked the file we opened: lock the new one
+            if _same_file(fd, self.path):
+                break
             os.close(fd)
-            raise ValueError(f"--out: run folder {str(self.path.parent)!r} is in use by "
-                             f"{describe_holder(holder)}; wait for it to finish or choose "
-                             f"another folder") from None
         # a record left in an unlocked file is that of a process that died holding it
         self.taken_over = _read_holder(fd)
         me = {"pid": os.getpid(), "host": socket.gethostname(),
@@ -75,11 +89,13 @@ class RunLock:
         return self
 
     def release(self) -> None:
-        """Clear the record (a clean end leaves nothing to take over) and unlock."""
+        """Remove the file while still holding it (a clean end leaves nothing behind, and
+        nothing to take over), then unlock."""
         if self.fd is None:
             return
         try:
-            os.ftruncate(self.fd, 0)
+            if _same_file(self.fd, self.path):
+                os.unlink(self.path)
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)

@@ -5,7 +5,7 @@ A run folder holds
                folder, the version of its row format, the run's configuration and where it ran
   rows.jsonl   one JSON object per line, appended, flushed and fsync'ed as each row is
                finished, so an interrupted run keeps what it did
-  run.lock     who is writing the folder now (see ctcbench.runs.lock)
+  run.lock     who is writing the folder now, while a run is (see ctcbench.runs.lock)
 plus whatever tables and plots the driver exports.
 
 The rules (``open_run``): without ``resume`` a folder that already holds a run is refused,

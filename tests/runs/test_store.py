@@ -232,7 +232,7 @@ def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
     res = invoke("bench", "--grid", "small", "--backend", "numpy", "--repeat", "1", "--out", str(out))
     assert res.returncode == 0, res.stderr
     assert f"took over the lock of pid {holder.pid} on host" in res.stderr
-    assert (out / "run.lock").read_text() == ""  # a clean end leaves nothing to take over
+    assert not (out / "run.lock").exists()  # a clean end leaves nothing to take over
 
 
 # -- killed mid-run and resumed ----------------------------------------------------------------
@@ -351,3 +351,25 @@ def test_killed_grid_leaves_no_worker_training(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_a_finished_run_folder_is_readable_as_the_umask_allows_and_holds_no_lock(tmp_path, umask):
+    """Every file a run writes has the mode a plain ``open(..., "w")`` gets under the same
+    umask (atomic writes go through mkstemp, whose own mode is 0600), and a clean end
+    leaves no run.lock."""
+    out = tmp_path / "run"
+    code = ("import os, sys; os.umask(int(sys.argv[1], 8)); from ctcbench.cli import cli; "
+            "open(sys.argv[2], 'w').close(); "
+            "cli(['bench', '--grid', 'small', '--backend', 'numpy', '--repeat', '1', "
+            "'--out', sys.argv[3]])")
+    plain = tmp_path / "plain"
+    res = subprocess.run([sys.executable, "-c", code, oct(umask)[2:], str(plain), str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    expected = plain.stat().st_mode & 0o777
+    assert expected == 0o666 & ~umask
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.rglob("*") if p.is_file()}
+    assert {"meta.json", "rows.jsonl"} <= set(modes)
+    assert modes == dict.fromkeys(modes, expected)
+    assert not (out / "run.lock").exists()
