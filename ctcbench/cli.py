@@ -15,6 +15,7 @@ from ctcbench.cli_options import format_option, list_option, out_options
 from ctcbench.convergence.options import SettingsCommand
 from ctcbench.convergence.scenarios import SCENARIOS
 from ctcbench.doctor.load import MAX_BYTES
+from ctcbench.errors import InputError
 from ctcbench.runtime.registry import REFERENCE
 
 
@@ -31,9 +32,18 @@ class Commands(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except InputError as exc:  # the library's argument, renamed to the option it came from
+            raise click.ClickException(exc.named(self._option(ctx, exc.name))) from None
         except LIBRARY_ERRORS as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             raise click.ClickException(str(message) or type(exc).__name__) from None
+
+    def _option(self, ctx, name: str) -> str:
+        """``--backend`` for the library's ``backend`` when the command has that option."""
+        command = self.get_command(ctx, ctx.invoked_subcommand or "")
+        flag = "--" + name.replace("_", "-")
+        opts = {o for p in getattr(command, "params", ()) for o in p.opts}
+        return flag if flag in opts else name
 
 
 def finish_run(result):

@@ -5,6 +5,8 @@ message as it is, on one line, and may rename ``NAME`` to the option it came fro
 """
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import NoReturn
 
 
@@ -32,3 +34,27 @@ def expect(ok: bool, name: str, expected: str, got, error: type[InputError] = In
     """:func:`fail` unless ``ok``."""
     if not ok:
         fail(name, expected, got, error)
+
+
+class UnknownName(InputError, KeyError):
+    """A name (a backend, a case) that is not among the known ones; a KeyError too, for the
+    callers that look names up."""
+
+    __str__ = InputError.__str__  # KeyError's own would quote the message
+
+
+def one_of(name: str, values: str | Iterable[str], known: Iterable[str], *,
+           listed: Iterable[str] | None = None, error: type[InputError] = UnknownName) -> None:
+    """Raise ``error`` unless every one of ``values`` is in ``known``: ``NAME: expected one of
+    a, b, c, got 'x' (did you mean 'y'?)``. ``listed``, when given, is what the message offers
+    instead of every known name (the families of a large library)."""
+    values = [values] if isinstance(values, str) else list(values)
+    known = list(known)
+    bad = [v for v in values if v not in known]
+    if not bad:
+        return
+    hints = [m for v in bad for m in difflib.get_close_matches(v, known, n=1, cutoff=0.6)]
+    offered = ", ".join(sorted(listed if listed is not None else known))
+    got = ", ".join(repr(v) for v in bad)
+    near = f" (did you mean {', '.join(repr(h) for h in hints)}?)" if hints else ""
+    raise error(name, f"expected one of {offered}, got {got}{near}")

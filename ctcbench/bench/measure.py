@@ -27,10 +27,9 @@ import time
 import numpy as np
 
 from ctcbench.bench.sizes import Size, make_problem
-from ctcbench.errors import expect
 from ctcbench.runtime.protocol import (BackendFailure, BackendUnavailable, UnsupportedProblem,
                                        as_result, kernel_call)
-from ctcbench.runtime.registry import backend_names, get_backend
+from ctcbench.runtime.registry import backend_names, check_backend_names, get_backend
 from ctcbench.runtime.threads import use_threads
 from ctcbench.runtime.timing import CallTimes, time_calls, timed
 
@@ -238,9 +237,7 @@ def resolve_backends(names=()) -> dict:
 
     No names: every registered backend. ``torch`` is always added as the reference."""
     names = list(dict.fromkeys(names or backend_names()))
-    known = set(backend_names())
-    unknown = [n for n in names if n not in known]
-    expect(not unknown, "backend", f"one of {', '.join(sorted(known))}", ", ".join(unknown))
+    check_backend_names(names)
     if BASELINE not in names:
         names.append(BASELINE)
     out = {}

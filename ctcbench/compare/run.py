@@ -14,10 +14,11 @@ from ctcbench.compare.kind import KEY, KIND
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.errors import one_of
 from ctcbench.progress import Progress
 from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,
-                                       get_backend)
+                                       check_backend_names, get_backend)
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.files import atomic_write, to_json
 
@@ -43,9 +44,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       ``resumed`` the rows kept from the earlier run.
     """
     check_out(KIND, out, resume=resume)  # before any work: a refused folder is one line
-    bad = [d for d in dtypes or () if d not in FLOAT_DTYPES]
-    if bad:
-        raise ValueError(f"dtypes: expected names from {', '.join(FLOAT_DTYPES)}, got {bad}")
+    one_of("dtype", dtypes or (), FLOAT_DTYPES)
+    check_backend_names(backends or ())
     if cases is None or all(isinstance(c, str) for c in cases):
         cases = select_cases(load_cases(case_dirs), cases or None)
     jobs = [(case, dtype) for case in cases for dtype in case.dtypes
@@ -58,9 +58,6 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         bar.close()
         raise
     names = list(dict.fromkeys(backends)) if backends else backend_names()
-    for name in names:
-        if name not in backend_names():
-            get_backend(name)  # raises KeyError listing the known names, before anything runs
     with open_run(KIND, out, resume=resume) as run:
         df, kept = _run(run, names, cases, dtypes, jobs, preps, bar)
         atomic_write(run.run_dir / "rows.csv", to_csv(df))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ctcbench.errors import UnknownName
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.datacache import check_cache_dir
@@ -63,8 +64,8 @@ def _checked(base: TrainConfig, grid: Grid) -> list[tuple[str, TrainConfig]]:
         check_fits(replace(base, model=replace(base.model, name=model_name)).check())
     try:  # an unknown --ctc-backend fails here, before any data is rendered
         ctc_loss_fn(base.ctc_backend, reduction=base.reduction)
-    except KeyError as exc:
-        raise ValueError(f"ctc-backend: {exc.args[0]}") from None
+    except UnknownName as exc:
+        raise ValueError(exc.named("ctc-backend")) from None
     return configs
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ctcbench.errors import UnknownName
 from ctcbench.convergence.config import (TYPE_NAMES, ConfigError, Setting, check_value, expect,
                                          list_problem, same_value, settings, show, type_ok)
 from ctcbench.convergence.ctc import ctc_loss_fn
@@ -71,8 +72,8 @@ def check_run(base, grid) -> None:
         check_fits(replace(base, model=replace(base.model, name=name)))
     try:
         ctc_loss_fn(base.ctc_backend, reduction=base.reduction)
-    except KeyError as exc:
-        raise ConfigError("ctc_backend", exc.args[0]) from None
+    except UnknownName as exc:
+        raise ConfigError("ctc_backend", exc.problem) from None
     except BackendUnavailable as exc:
         raise ConfigError("ctc_backend", str(exc)) from None
 

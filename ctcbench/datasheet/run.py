@@ -32,7 +32,7 @@ from ctcbench.progress import Progress
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
 from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
-                                       backend_versions, get_backend)
+                                       backend_versions, check_backend_names, get_backend)
 
 SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
 REPEATS = 5  # calls compared for determinism
@@ -132,8 +132,7 @@ def _names(backends, all_backends: bool) -> list[str]:
         expect(not backends, "--all", "no --backend beside it", ", ".join(backends or []))
         return known
     expect(bool(backends), "--backend", "a backend name (or --all)", "none")
-    unknown = [b for b in backends if b not in known]
-    expect(not unknown, "--backend", f"one of {', '.join(known)}", ", ".join(unknown))
+    check_backend_names(backends, "--backend")
     return list(dict.fromkeys(backends))
 
 

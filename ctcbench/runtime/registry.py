@@ -19,6 +19,7 @@ import warnings
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
+from ctcbench.errors import one_of
 from ctcbench.runtime.factory import factory_spec, load_factory
 from ctcbench.runtime.protocol import (
     BackendResult,
@@ -76,10 +77,6 @@ def _table() -> dict[str, object]:
     return table
 
 
-def _unknown(name: str, table: dict) -> KeyError:
-    return KeyError(f"unknown backend {name!r}; known backends: {', '.join(sorted(table))}")
-
-
 def register_backend(name: str, factory, *, replace: bool = False) -> None:
     """Register ``factory`` (a class, a zero-argument function, or a ``"module:attr"`` path)
     as the backend ``name``; a name already known is a ValueError unless ``replace``.
@@ -103,8 +100,7 @@ def unregister_backend(name: str) -> None:
     built-in or entry-point one is hidden until a backend is registered under its name
     again. An unknown name is a KeyError naming it and the known ones."""
     table = _table()
-    if name not in table:
-        raise _unknown(name, table)
+    one_of("backend", name, table)
     _added.pop(name, None)
     if name in _base_table():
         _hidden.add(name)
@@ -121,6 +117,12 @@ def backend_names() -> list[str]:
     return sorted(_table())
 
 
+def check_backend_names(names, option: str = "backend") -> None:
+    """An UnknownName (a KeyError) naming ``option`` unless every one of ``names`` is
+    registered, with a "did you mean" for a near miss: before any work starts."""
+    one_of(option, names, _table())
+
+
 def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
     """Instantiate the backend called ``name``; raise ``BackendUnavailable`` if it cannot run.
 
@@ -129,8 +131,7 @@ def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
     the in-process path, ``True`` isolates any backend.
     """
     table = _table()
-    if name not in table:
-        raise _unknown(name, table)
+    one_of("backend", name, table)
     try:
         factory = load_factory(table[name])
     except ImportError as exc:
@@ -148,8 +149,7 @@ def backend_spec(name: str) -> str:
     """``"module:attr"`` from which another process (a worker, a Dask worker) can build the
     backend ``name`` as it is registered here; a ValueError when it has none."""
     table = _table()
-    if name not in table:
-        raise _unknown(name, table)
+    one_of("backend", name, table)
     return factory_spec(table[name], load_factory(table[name]))
 
 

@@ -1,6 +1,8 @@
 """The `ctcbench` command line, driven through click's runner."""
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from ctcbench.caselib.library import load_cases
@@ -95,7 +97,21 @@ def test_list_options_take_repeats_and_comma_lists_alike(tmp_path):
     assert backends_checked("--backend", "numpy,", "--backend", " numba") == ["numba", "numpy"]
     res = CliRunner().invoke(cli, ["compare", "--backend", "numpy,nosuch", "--no-plot",
                                    "--out", str(tmp_path / "bad")])
-    assert res.exit_code == 1 and "unknown backend 'nosuch'" in res.output
+    assert res.exit_code == 1 and "--backend: expected one of " in res.output
+    assert "got 'nosuch'" in res.output
     assert "Traceback" not in res.output
     res = CliRunner().invoke(cli, ["bench", "--backend", " ,", "--out", str(tmp_path / "empty")])
     assert res.exit_code == 2 and "--backend" in res.output and "expected NAME" in res.output
+
+
+@pytest.mark.parametrize("command", ["compare", "bench", "datasheet", "fuzz"])
+def test_an_unknown_backend_reads_the_same_in_every_command(tmp_path, command):
+    """One line, before any progress, naming the option and offering the close name; the
+    known names listed are exactly those ``ctcbench backends`` lists."""
+    listed = CliRunner().invoke(cli, ["backends", "--format", "json"])
+    known = sorted(b["name"] for b in json.loads(listed.stdout))
+    res = CliRunner().invoke(cli, [command, "--backend", "nmba", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 1, res.output
+    assert res.output == (f"Error: --backend: expected one of {', '.join(known)}, "
+                          f"got 'nmba' (did you mean 'numba'?)\n")
+    assert not (tmp_path / "r").exists()

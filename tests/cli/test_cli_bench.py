@@ -61,7 +61,7 @@ def test_baseline_regression_exits_non_zero_naming_backend_and_size(run, tmp_pat
     (["--grid", "nowhere.json"], "grid: expected one of small, default, targets, large"),
     (["--fail-on", "speed:5%"], "fail-on: expected METRIC:PCT"),
     (["--fail-on", "time:5%"], "fail-on: expected a --baseline"),
-    (["--backend", "nope"], "backend: expected one of"),
+    (["--backend", "nope"], "--backend: expected one of"),
 ])
 def test_bad_options_get_one_clear_line(run, tmp_path, args, message):
     """Bad options fail fast with 'expected X, got Y' and no traceback."""

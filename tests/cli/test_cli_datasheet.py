@@ -82,7 +82,7 @@ def test_a_torn_precision_search_resumes_without_running_a_trial_twice(tmp_path)
 
 
 BAD = [  # (args, fragments of the one Error line)
-    (["--backend", "nope"], ["--backend: expected one of", "got nope"]),
+    (["--backend", "nope"], ["--backend: expected one of", "got 'nope'"]),
     ([], ["--backend: expected a backend name (or --all)"]),
     (["--all", "--backend", "numpy"], ["--all: expected no --backend beside it"]),
     (["--backend", "numpy", "--stages", "limits,speling"], ["--stages: expected some of", "speling"]),

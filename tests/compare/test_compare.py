@@ -187,7 +187,7 @@ def test_csv_and_table_formats(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--backend", "nope"], "unknown backend 'nope'"),
+    (["--backend", "nope"], "--backend: expected one of "),
     (["--case", "zzz*"], "case: expected a name or glob matching at least one case"),
     (["--cases", "/nonexistent/dir"], "cases: expected a folder"),
     (["--resume"], "--resume: expected --out DIR"),

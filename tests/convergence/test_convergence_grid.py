@@ -62,7 +62,7 @@ def test_table_output_and_resume(tmp_path):
     (["--optimizer", "lbfgs"], "--optimizer: expected one of adam, rmsprop"),
     (["--lr", "fast"], "expected a comma-separated list of float, got 'fast'"),
     (["--model", "vgg"], "--model: expected one of linecnn"),
-    (["--ctc-backend", "nope"], "--ctc-backend: unknown backend 'nope'"),
+    (["--ctc-backend", "nope"], "--ctc-backend: expected one of "),
     pytest.param(["--ctc-backend", "torch-cuda"], "--ctc-backend: no CUDA device",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason=(
                      "checks the error without a CUDA device: run with CUDA_VISIBLE_DEVICES=''"))),
@@ -153,7 +153,7 @@ def test_unknown_ctc_backend_fails_before_rendering_data(tmp_path):
     """An unknown --ctc-backend names the option and fails before any data is rendered."""
     res = _run(["--ctc-backend", "nope", "--out", str(tmp_path / "x"),
                 "--cache-dir", str(tmp_path / "cache")])
-    assert res.exit_code != 0 and "ctc-backend: unknown backend 'nope'" in res.output
+    assert res.exit_code != 0 and "--ctc-backend: expected one of " in res.output
     assert not (tmp_path / "cache").exists()
 
 
