@@ -41,6 +41,7 @@ def write_report(run_dirs, out: Path | None = None) -> Path:
     """Write the HTML page of ``run_dirs`` (run folders of any kind, side by side) to ``out``;
     default ``<run_dir>/report.html`` for one folder. Two bench runs also get a before/after
     table (the first is "before"). Returns the path written."""
+    from ctcbench.files import check_output_file
     from ctcbench.report import render_page, write_page
     run_dirs = [Path(d) for d in run_dirs]
     if not run_dirs:
@@ -53,6 +54,7 @@ def write_report(run_dirs, out: Path | None = None) -> Path:
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"--out: expected an HTML file path, got the folder {str(out)!r}")
+    check_output_file(out, "--out", "an HTML", (".html", ".htm"))
     link_base = out.resolve().parent
     runs = [run_page(d, link_base) for d in run_dirs]
     before_after = None

@@ -130,6 +130,9 @@ def test_report_command_default_path_and_errors(runs, tmp_path):
     assert res.exit_code == 1 and "RUN_DIR: expected a ctcbench run folder" in res.output
     res = _cli("report", runs / "bench", runs / "bench2")
     assert res.exit_code == 1 and "--out: expected an HTML file" in res.output
+    res = _cli("report", runs / "bench", "--out", tmp_path / "x.txt")  # no HTML in a .txt
+    assert res.exit_code == 1 and "--out: expected an HTML path ending in .html or .htm, " \
+        "got '" in res.output and not (tmp_path / "x.txt").exists()
 
 
 # -- in a real browser ----------------------------------------------------------------------
