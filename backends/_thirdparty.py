@@ -24,11 +24,13 @@ def jax_threads() -> None:
                               f"intra_op_parallelism_threads={n}")
 
 
-def require(modules: tuple[str, ...], *, extra: str, packages: str) -> None:
-    """Raise ``BackendUnavailable`` with the install hint unless every module is importable."""
+def require(modules: tuple[str, ...], *, extra: str) -> None:
+    """Raise ``BackendUnavailable`` naming the modules that are missing (only those) with the
+    install hint of ``extra``, unless every one of ``modules`` is importable."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        raise BackendUnavailable(f"{packages} not installed (missing {', '.join(missing)})",
+        verb = "is" if len(missing) == 1 else "are"
+        raise BackendUnavailable(f"{' and '.join(missing)} {verb} not installed",
                                  f"pip install 'ctcbench[{extra}]'")
 
 

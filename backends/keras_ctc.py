@@ -58,7 +58,7 @@ class KerasJaxBackend(OptaxBackend):
     _library = "keras' JAX ctc_loss (optax's recursion)"
 
     def __init__(self):
-        require(("keras", "jax"), extra="keras,jax", packages="keras and jax are")
+        require(("keras", "jax"), extra="keras,jax")
         self._fn = None
 
     def prepare(self) -> None:
@@ -104,7 +104,7 @@ class KerasTFBackend(TFDenseBackend):
     dtypes = ("float32",)  # keras' TF backend casts float64 to float32 for tf.nn.ctc_loss
 
     def __init__(self):
-        require(("keras", "tensorflow"), extra="keras,tf", packages="keras and tensorflow-cpu are")
+        require(("keras", "tensorflow"), extra="keras,tf")
         self.tf = None
 
     def prepare(self) -> None:
@@ -130,7 +130,7 @@ class KerasTorchBackend:
     packages = ("keras", "torch")
 
     def __init__(self):
-        require(("keras", "torch"), extra="keras", packages="keras and torch are")
+        require(("keras", "torch"), extra="keras")
         self.keras = None
 
     def prepare(self) -> None:

@@ -31,7 +31,7 @@ class MindSporeBackend:
     packages = ("mindspore",)
 
     def __init__(self):
-        require(("mindspore",), extra="mindspore", packages="mindspore is")
+        require(("mindspore",), extra="mindspore")
         self.ms = None
 
     def prepare(self) -> None:

@@ -36,7 +36,7 @@ class OptaxBackend:
     _library = "optax"  # who answers wrongly, in refusals
 
     def __init__(self):
-        require(("jax", "optax"), extra="jax", packages="jax and optax are")
+        require(("jax", "optax"), extra="jax")
         self._fn = None
 
     def prepare(self) -> None:

@@ -34,7 +34,7 @@ class WarpctcBackend:
     packages = ("paddle",)  # import names whose versions a run records
 
     def __init__(self):
-        require(("paddle",), extra="paddle", packages="paddlepaddle is")
+        require(("paddle",), extra="paddle")
         self.paddle = None
 
     def prepare(self) -> None:

@@ -36,7 +36,7 @@ class TFBackend:
     dense = False
 
     def __init__(self):
-        require(("tensorflow",), extra="tf", packages="tensorflow-cpu is")
+        require(("tensorflow",), extra="tf")
         self.tf = None
 
     def prepare(self) -> None:

@@ -26,8 +26,7 @@ class TFSeq2SeqBackend(TFDenseBackend):
     _neg_inf_behaviour = None  # logits of -inf: right loss, finite gradient (measured)
 
     def __init__(self):
-        require(("tensorflow", "tf_seq2seq_losses"), extra="tfseq2seq",
-                packages="tf-seq2seq-losses is")
+        require(("tensorflow", "tf_seq2seq_losses"), extra="tfseq2seq")
         self.tf = None
 
     def prepare(self) -> None:

@@ -216,8 +216,8 @@ def test_missing_extra_gives_the_install_hint(monkeypatch):
         assert not rows[name]["available"] and "not installed" in rows[name]["reason"]
         assert rows[name]["hint"] == f"pip install 'ctcbench[{EXTRAS[name]}]'"
     table = CliRunner().invoke(cli, ["backends"]).output
-    assert "tf-dense     unavailable  builtin  tensorflow-cpu is not installed (missing " \
-           "tensorflow) -> pip install 'ctcbench[tf]'" in table
+    assert "tf-dense     unavailable  builtin  tensorflow is not installed -> " \
+           "pip install 'ctcbench[tf]'" in table
 
 
 def test_backends_command_lists_them_without_importing_frameworks():
@@ -232,3 +232,11 @@ def test_backends_command_lists_them_without_importing_frameworks():
     for name in THIRD_PARTY:
         assert any(line.split()[:1] == [name] for line in out.splitlines()), out
     assert out.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("keras") is not None, reason="needs keras absent")
+def test_an_unavailable_backend_names_only_the_missing_module():
+    """torch is here (the default install) and keras is not: keras-torch names keras alone."""
+    with pytest.raises(BackendUnavailable) as info:
+        get_backend("keras-torch")
+    assert str(info.value).startswith("keras is not installed")
