@@ -3,18 +3,19 @@
 The kernels are in :mod:`ctcbench.backends.numba_kernels` (softmax, scaled forward-backward
 with a log-space fallback per sample, gradient w.r.t. the logits, all in one pass per
 sample). The adapter takes logits ``(T, N, C)`` in any float dtype and computes in float64
-(``compute_dtype = "float64"``): float16/bfloat16 logits are widened exactly to float32
-first, float32 ones are read as they are. ``NumbaBackend(compute_dtype="float32")`` opts in
+(``compute_dtype = "float64"``): logits are widened exactly to float64 first, so one kernel
+serves them all. ``NumbaBackend(compute_dtype="float32")`` opts in
 to the float32 compute (the same kernel with a float32 gradient: float32 rows on its fast path;
 samples it cannot certify in float32 are computed in float64), never the default.
 
 Threads: ``CTCBENCH_THREADS`` (set by ``--threads``) or, unset, numba's default (one per
 core); a request above the cores numba started with is capped, with a note.
 
-Compilation: the kernels are compiled on first use per logits dtype and cached on disk
-(numba ``cache=True``), so later processes only load them. The seconds spent compiling or
-loading are kept in ``NumbaBackend.compile_seconds`` (``"float32/float64"``: logits dtype and
-compute dtype -> seconds) and reported as a note on the result of the call that paid them;
+Compilation: the kernel is compiled on first use (once for the default float64 compute; the
+float32 compute, twice: float32 and float64 logits) and cached on disk (numba
+``cache=True``), so later processes only load it. The seconds spent compiling or loading are
+kept in ``NumbaBackend.compile_seconds`` (``"float64/float64"``: the logits dtype the kernel
+reads and the compute dtype -> seconds) and reported as a note on the result of the call that paid them;
 the time of a run never includes them.
 
 numba is a default dependency of ctcbench (it brings LLVM, as llvmlite); where it is missing
@@ -80,6 +81,53 @@ def estimate_bytes(T: int, N: int, C: int, L: int, threads: int) -> int:
     return 16 * T * N * C + min(threads, N) * (tables + 8 * T)
 
 
+def _cached(kernel) -> bool:
+    """Whether numba's disk cache holds an index for ``kernel`` (some signature of it): a
+    cache numba may not have written (a read-only folder) or a name of its changed reads as
+    not cached, which costs one compile in a child process."""
+    try:
+        return os.path.exists(kernel._cache._cache_file._index_path)
+    except AttributeError:  # a numba without this layout
+        return False
+
+
+def compile_ahead(compute_dtype: str = "float64") -> str | None:
+    """Compile the kernel into numba's disk cache in a child process, unless it is cached
+    there: the compile (~40 s on 2 cores) then holds no lock of this process, whose other
+    threads go on at full speed, and the run that follows loads it in about a second.
+    Returns what it did, as a note, or None when there was nothing to do."""
+    import subprocess
+    import sys
+
+    from ctcbench.backends import numba_kernels
+    if _cached(numba_kernels.ctc_batch):
+        return None
+    start = time.perf_counter()
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; from ctcbench.backends.numba_ctc import "
+         "_compile_here; _compile_here(sys.argv[1])", compute_dtype],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if child.returncode != 0:  # the run in this process compiles, and says why it failed
+        return None
+    return (f"numba: compiled the {compute_dtype} kernel in {time.perf_counter() - start:.0f} s "
+            f"(in a child process), once: later runs load it from numba's disk cache")
+
+
+def _compile_here(compute_dtype: str) -> None:
+    """``compile_ahead``'s child: one tiny run compiles the kernel into the disk cache."""
+    NumbaBackend(compute_dtype).run(CTCProblem(np.zeros((2, 1, 3)), [[1]], [2], [1]))
+
+
+def _kernel_input(arr, dtype) -> np.ndarray:
+    """``arr`` as the kernel takes it: C-contiguous, ``dtype`` (a copy only where it is not
+    already) and typed read-only, a view where the caller's array is writable. numba compiles
+    one specialisation per read-only flag too: a CTCProblem's arrays are read-only, a
+    converted copy is not, and each mix cost a cold compile of the whole kernel."""
+    view = np.ascontiguousarray(arr, dtype=dtype).view()
+    view.flags.writeable = False
+    return view
+
+
 class NumbaBackend:
     """Compiled forward-backward on the CPU (numba), one sample per thread; float64 unless
     ``compute_dtype="float32"`` is asked for."""
@@ -98,6 +146,10 @@ class NumbaBackend:
         self.compute_dtype = compute_dtype
         self.compile_seconds: dict[str, float] = {}
 
+    def compile_ahead(self) -> str | None:
+        """:func:`compile_ahead` for this backend's compute dtype (see ``compare``)."""
+        return compile_ahead(self.compute_dtype)
+
     def _prepare(self, problem: CTCProblem, grad_weights):
         """What a run needs before the kernel: the thread count, the memory check, the
         kernel's input arrays, and the kernel compiled for them; returns
@@ -110,28 +162,32 @@ class NumbaBackend:
         use_threading_layer(numba)
         threads, note = thread_count(numba)
         require_memory(T, N, C, L, need=estimate_bytes(T, N, C, L, threads))
-        logits = problem.logits
-        if logits.dtype not in (np.float32, np.float64):  # float16: widened exactly
-            logits = logits.astype(np.float32)
-        logits = np.ascontiguousarray(logits)  # (T, N, C)
+        # Logits are widened exactly up front (the kernels read every logit as a float64 or
+        # into float32 rows), so that one kernel serves every logits dtype of a compute dtype.
+        wide = self.compute_dtype == "float64" or problem.logits.dtype == np.float64
+        logits_dtype = np.float64 if wide else np.float32
         weights = (np.ones(N) if grad_weights is None
                    else grad_weights_array(grad_weights, N))  # (N,)
         notes = [] if note is None else [note]
-        args = (logits, np.ascontiguousarray(problem.targets, dtype=np.int64),
-                np.ascontiguousarray(problem.input_lengths, dtype=np.int64),
-                np.ascontiguousarray(problem.target_lengths, dtype=np.int64),
-                np.int64(problem.blank), weights)
+        args = (_kernel_input(problem.logits, logits_dtype),  # (T, N, C)
+                _kernel_input(problem.targets, np.int64),  # (N, L)
+                _kernel_input(problem.input_lengths, np.int64),  # (N,)
+                _kernel_input(problem.target_lengths, np.int64),  # (N,)
+                np.int64(problem.blank), _kernel_input(weights, np.float64))  # (N,)
         kernel = numba_kernels.ctc_batch  # a float32 grad asks for the float32 compute
         grad_type = numba.typeof(np.empty((1, 1, 1), dtype=self.compute_dtype))
-        key = f"{logits.dtype.name}/{self.compute_dtype}"
+        key = f"{logits_dtype.__name__}/{self.compute_dtype}"
         if key not in self.compile_seconds:
             t0 = time.perf_counter()
+            hits = sum(kernel.stats.cache_hits.values())
             kernel.compile(tuple(numba.typeof(a) for a in args)
                            + (numba.float64[::1], grad_type, numba.int8[::1]))
-            self.compile_seconds[key] = time.perf_counter() - t0
-            notes.append(f"numba: {self.compute_dtype} kernel for {logits.dtype.name} logits "
-                         f"compiled or loaded from the disk cache in "
-                         f"{self.compile_seconds[key]:.2f} s (before the run)")
+            seconds = self.compile_seconds[key] = time.perf_counter() - t0
+            what = f"the {self.compute_dtype} kernel for {logits_dtype.__name__} logits"
+            notes.append(f"numba: loaded {what} from its disk cache in {seconds:.1f} s"
+                         if sum(kernel.stats.cache_hits.values()) > hits else
+                         f"numba: compiled {what} in {seconds:.0f} s, once: later runs load "
+                         f"it from numba's disk cache in about a second")
         return numba, kernel, args, threads, notes
 
     def _launch(self, numba, kernel, args, threads, T, N, C):

@@ -299,6 +299,8 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
     should launch it with ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in
     here, it would keep numba from caching the compiled kernel."""
     for n in prange(logits.shape[1]):
+        # int64: numba types the prange index int64 when it types this function and uint64
+        # in the parallel loop it makes of it; each type compiled every callee once more
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
-                     grad, path, n)
+                     grad, path, np.int64(n))
 
