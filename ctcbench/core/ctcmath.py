@@ -69,6 +69,26 @@ def collapse(path, *, blank: int = 0) -> tuple[int, ...]:
     return tuple(int(path[t]) for t in emission_frames(path, blank=blank))
 
 
+def paths_collapsing_to(T: int, C: int, target, *, blank: int = 0,
+                        chunk: int = 1 << 18) -> np.ndarray:
+    """Every class path ``(P, T)`` int64 of ``T`` frames over ``C`` classes that ``B`` maps to
+    ``target``, in ``itertools.product`` order: :func:`collapse`'s rule on all ``C**T`` paths
+    at once, ``chunk`` paths at a time (the brute-force oracle's enumeration)."""
+    target = np.asarray(target, dtype=np.int64).reshape(-1)  # (L,)
+    L, found = len(target), []
+    place = C ** np.arange(T - 1, -1, -1, dtype=np.int64)  # (T,) frame 0 varies slowest
+    for start in range(0, C ** T, chunk):
+        index = np.arange(start, min(start + chunk, C ** T), dtype=np.int64)  # (P,)
+        paths = index[:, None] // place[None, :] % C  # (P, T)
+        emits = paths != blank  # (P, T): a label that differs from the frame before
+        emits[:, 1:] &= paths[:, 1:] != paths[:, :-1]
+        ok = emits.sum(axis=1) == L  # (P,)
+        labels = paths[ok][emits[ok]].reshape(int(ok.sum()), L)  # (P_ok, L), in frame order
+        ok[ok] = (labels == target[None, :]).all(axis=1)
+        found.append(paths[ok])
+    return np.concatenate(found) if found else np.zeros((0, T), dtype=np.int64)
+
+
 # -- what a target needs -------------------------------------------------------------------------
 def _batch(targets, target_lengths) -> tuple[np.ndarray, np.ndarray, bool]:
     """``(N, L)`` int64 targets and ``(N,)`` lengths; one sequence ``(L,)`` becomes ``N = 1``."""

@@ -1,19 +1,18 @@
 """Independent oracles: answers computed without any forward-backward recursion.
 
 Each one is a different algorithm from the backends, so agreement means something (they
-share only :func:`log_softmax` and the map ``B`` (:func:`collapse`) with the rest, from
+share only :func:`log_softmax` and the map ``B`` (:func:`paths_collapsing_to`) with the rest, from
 :mod:`ctcbench.core.ctcmath`):
   * brute force: enumerate all C^T paths, collapse, sum (tiny T and C only; exact);
   * closed forms: a single valid alignment, uniform predictions, an empty target.
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 
-from ctcbench.core.ctcmath import adjacent_repeats, collapse, log_softmax
+from ctcbench.core.ctcmath import adjacent_repeats, log_softmax, paths_collapsing_to
 
 
 def brute_force(logits: np.ndarray, target, *, blank: int = 0,
@@ -34,8 +33,7 @@ def brute_force(logits: np.ndarray, target, *, blank: int = 0,
     target = tuple(int(k) for k in target)
     if T == 0:  # only the empty path, which collapses to the empty target
         return (0.0 if not target else math.inf), np.zeros((0, C))
-    paths = np.array([p for p in itertools.product(range(C), repeat=T)
-                      if collapse(p, blank=blank) == target], dtype=np.int64).reshape(-1, T)
+    paths = paths_collapsing_to(T, C, target, blank=blank)  # (P, T)
     if len(paths) == 0:
         return math.inf, np.zeros((T, C))
     path_lp = lp[np.arange(T)[None, :], paths].sum(axis=1)  # (P,), -inf through a zero

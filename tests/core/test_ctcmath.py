@@ -137,3 +137,17 @@ def test_edit_distance_known_values():
     assert ctcmath.edit_distance((1, 2, 3), (1, 2, 3)) == 0
     assert ctcmath.edit_distance((1, 2), (2, 1)) == 2
     assert ctcmath.edit_distance([1, 2, 3, 4], [2, 3]) == 2
+
+
+@pytest.mark.parametrize("T, C, target, blank", [(5, 3, [1, 2], 0), (6, 4, [2, 2], 3),
+                                                 (4, 3, [], 0), (7, 3, [1, 0, 1], 2),
+                                                 (3, 3, [1, 1], 0)])
+def test_paths_collapsing_to_is_collapse_over_every_path(T, C, target, blank):
+    """The vectorised enumeration (in small chunks) keeps exactly the paths the scalar map
+    keeps, in product order, and as many as the closed-form count binom(T + L - r, 2L)."""
+    want = [p for p in itertools.product(range(C), repeat=T)
+            if ctcmath.collapse(p, blank=blank) == tuple(target)]
+    got = ctcmath.paths_collapsing_to(T, C, target, blank=blank, chunk=7)
+    assert [tuple(p) for p in got.tolist()] == want
+    L, r = len(target), ctcmath.adjacent_repeats(target)
+    assert len(got) == (math.comb(T + L - r, 2 * L) if T >= L + r else 0)
