@@ -93,6 +93,17 @@ class Progress:
         if self.bar is not None:
             self.bar.set_postfix_str(text)
 
+    def say(self, text: str) -> None:
+        """One line that stays (a stage finished, a one-off cost paid), above the bar on a
+        terminal; nothing when progress is off."""
+        if self.mode == "off":
+            return
+        with self.lock:
+            if self.bar is not None:
+                self.bar.write(text, file=self.stream)
+            else:
+                print(text, file=self.stream, flush=True)
+
     def stage(self, desc: str, total: int | None = None, unit: str | None = None) -> None:
         """Count a new stage of the same command from zero (keeps the clock running)."""
         self.desc, self.total, self.n, self.text = desc, total, 0, ""

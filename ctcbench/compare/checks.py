@@ -80,8 +80,6 @@ def prepare_all(cases: list[Case], dtypes=None, *, progress=None) -> dict:
                 continue
             try:
                 preps[case.name, dtype] = prepare(case, dtype)
-                if progress is not None:
-                    progress.update()
             except ValueError as exc:
                 named = str(exc).startswith(f"case {case.name!r}")
                 raise ValueError(f"{case.source}: {exc}" if named else
@@ -89,6 +87,8 @@ def prepare_all(cases: list[Case], dtypes=None, *, progress=None) -> dict:
             except Exception as exc:
                 raise ValueError(f"{case.source}: case {case.name!r} ({dtype}): expected a "
                                  f"buildable case, got {type(exc).__name__}: {exc}") from None
+        if progress is not None:
+            progress.update()
     return preps
 
 

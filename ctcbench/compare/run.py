@@ -6,6 +6,11 @@ The checks of one row are in ``ctcbench.compare.checks``, the table in
 """
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
+from concurrent.futures import Future
+
 import numpy as np
 
 from ctcbench.caselib.library import load_cases, select_cases
@@ -21,6 +26,8 @@ from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_version
                                        check_backend_names, get_backend)
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.files import atomic_write, to_json
+
+WARM_UP_SAID = 2.0  # seconds: a warm-up this slow is said on a line of its own, with its notes
 
 
 def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
@@ -50,16 +57,21 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         cases = select_cases(load_cases(case_dirs), cases or None)
     jobs = [(case, dtype) for case in cases for dtype in case.dtypes
             if dtypes is None or dtype in dtypes]
-    bar = Progress("compare (preparing cases)", total=len(jobs), unit="cases", enabled=progress,
-                   leave=False)
+    names = list(dict.fromkeys(backends)) if backends else backend_names()
+    bar = Progress("compare (preparing cases)", total=len(cases), unit="cases",
+                   enabled=progress, leave=False)
+    bar.note("loading backends")
+    ready, failed = _load(names)
+    # warm-ups (a numba compile: ~40 s cold) run while the cases build and the other
+    # backends' rows run; a backend's rows wait for its own warm-up only
+    warming = {b.name: _in_background(_warm_up, b) for b in ready}
     try:
-        preps = prepare_all(cases, dtypes, progress=bar)  # every case builds before anything runs
+        preps = prepare_all(cases, dtypes, progress=bar)  # every case builds before any row
     except ValueError:
         bar.close()
         raise
-    names = list(dict.fromkeys(backends)) if backends else backend_names()
     with open_run(KIND, out, resume=resume) as run:
-        df, kept = _run(run, names, cases, dtypes, jobs, preps, bar)
+        df, kept = _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar)
         atomic_write(run.run_dir / "rows.csv", to_csv(df))
         atomic_write(run.run_dir / "rows.json", to_json(df_records(df), indent=1) + "\n")
         files = [run.run_dir / "rows.csv", run.run_dir / "rows.json"]
@@ -70,14 +82,24 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
                      resumed=len(kept), files=files)
 
 
-def _run(run, names, cases, dtypes, jobs, preps, bar):
-    """The rows of one compare run into the open folder ``run``; (all rows, rows kept)."""
-    # skipped rows are redone every run (the backend may be available now), failures that
-    # may be transient are run again; everything else is kept as it was.
-    kept = run.keep_rows(lambda r: r.get("status") not in ("skipped",) + RERUN)
-    done = {tuple(r.get(k) for k in KEY) for r in kept}
-    rows, ready = [], []
-    bar.note("loading backends")
+def _in_background(fn, *args) -> Future:
+    """``fn(*args)`` in a daemon thread: an error that ends the command (a case that does not
+    build) need not wait for a compile to finish."""
+    future = Future()
+
+    def work():
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:
+            future.set_exception(exc)
+    threading.Thread(target=work, name="warm-up", daemon=True).start()
+    return future
+
+
+def _load(names) -> tuple[list, list[dict]]:
+    """The backends that load, and a row for each that does not (skipped: unavailable here;
+    error: a broken plugin, which does not end the run)."""
+    ready, rows = [], []
     for name in names:
         try:
             ready.append(get_backend(name))
@@ -86,25 +108,67 @@ def _run(run, names, cases, dtypes, jobs, preps, bar):
                          "status": "skipped", "reason": str(exc)})
         except KeyError:
             raise
-        except Exception as exc:  # a broken plugin is an error, not a crash of the run
+        except Exception as exc:
             rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
                          "status": "error",
                          "reason": f"failed to load: {type(exc).__name__}: {exc}"})
+    return ready, rows
+
+
+def _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar):
+    """The rows of one compare run into the open folder ``run``; (all rows, rows kept).
+    ``warming``: backend name -> the future of its warm-up; until it is done, that backend's
+    rows wait in ``deferred`` while the others' run."""
+    # skipped rows are redone every run (the backend may be available now), failures that
+    # may be transient are run again; everything else is kept as it was.
+    kept = run.keep_rows(lambda r: r.get("status") not in ("skipped",) + RERUN)
+    done = {tuple(r.get(k) for k in KEY) for r in kept}
     ref = None
     try:
         ref = get_backend(REFERENCE)
     except Exception:  # rows will say the reference failed
         pass
-    for backend in ready:
-        _warm_up(backend)
     run.write_meta({"driver": "compare", "backends": names, "reference": REFERENCE,
                     "cases": [c.name for c in cases], "dtypes": list(dtypes or []),
                     "tolerances": {f"{case.name}/{dtype}": _tolerance(case, dtype)
                                    for case, dtype in jobs},
                     "backend_versions": backend_versions(ready), "resumed_rows": len(kept)})
+    rows = list(failed)
     for row in rows:
         run.log.append(row)
     bar.stage("compare", total=len(jobs) * len(ready), unit="runs")
+    deferred, waiting = [], Counter()  # (backend, prep) rows; rows still to come per prep
+    announced = set()
+
+    def announce():
+        for name, future in warming.items():
+            if future.done() and name not in announced:
+                announced.add(name)
+                notes, seconds = future.result()
+                if seconds >= WARM_UP_SAID:
+                    for note in notes or [f"{name}: warmed up in {seconds:.0f} s"]:
+                        bar.say(note if note.startswith(f"{name}:") else f"{name}: {note}")
+
+    def row_of(backend, prep):
+        row = check(backend, prep, ref)
+        run.log.append(row)
+        rows.append(row)
+        bar.update()
+
+    def drain(wait: bool):
+        for backend, prep in list(deferred):
+            if wait or warming[backend.name].done():
+                if not warming[backend.name].done():
+                    bar.note(f"waiting for {backend.name} to warm up (its first run)")
+                    warming[backend.name].result()
+                    bar.note("")
+                announce()
+                deferred.remove((backend, prep))
+                row_of(backend, prep)
+                waiting[id(prep)] -= 1
+                if not waiting[id(prep)]:
+                    prep.reference = None
+
     for case, dtype in jobs:
         prep = preps[case.name, dtype]
         if "error" in case.expect:  # one row: the API itself must refuse the input
@@ -114,14 +178,19 @@ def _run(run, names, cases, dtypes, jobs, preps, bar):
                 rows.append(row)
             bar.update(len(ready))
             continue
+        announce()
         for backend in ready:
-            device = backend.traits.device
-            if (backend.name, case.name, dtype, device) not in done:
-                row = check(backend, prep, ref)
-                run.log.append(row)
-                rows.append(row)
-            bar.update()
-        prep.reference = None  # the reference's tables can be large; done with this case
+            if (backend.name, case.name, dtype, backend.traits.device) in done:
+                bar.update()
+            elif not warming[backend.name].done():
+                deferred.append((backend, prep))
+                waiting[id(prep)] += 1
+            else:
+                row_of(backend, prep)
+        if not waiting[id(prep)]:
+            prep.reference = None  # the reference's tables can be large; done with this case
+        drain(wait=False)
+    drain(wait=True)
     bar.close()
     return tidy(kept + rows), kept
 
@@ -132,13 +201,18 @@ def _tolerance(case, dtype: str) -> dict:
     return {"loss_atol": tol.loss_atol, "loss_rtol": tol.loss_rtol, "grad_atol": tol.grad_atol}
 
 
-def _warm_up(backend) -> None:
-    """One tiny run first, so one-off start-up costs (lazy imports, kernels) stay out of time_s."""
+def _warm_up(backend) -> tuple[list[str], float]:
+    """One tiny run first, so one-off start-up costs (lazy imports, kernels) stay out of
+    time_s; returns its notes and seconds. A backend with ``compile_ahead`` (numba) compiles
+    in a child process first, which leaves this process's lock on Python to the other rows;
+    its note then stands for the warm-up's."""
     from ctcbench.core.problem import CTCProblem
     problem = CTCProblem(np.zeros((2, 1, 3), np.float32), [[1]], [2], [1])
+    start = time.perf_counter()
+    ahead = getattr(getattr(backend, "impl", None), "compile_ahead", None)
     try:
-        backend.run(problem)
+        said = ahead() if ahead is not None and not backend.isolated else None
+        notes = list(backend.run(problem).notes)
     except Exception:  # the real rows will report whatever is wrong
-        pass
-
-
+        said, notes = None, []
+    return ([said] if said else notes), time.perf_counter() - start
