@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from ctcbench.cli_types import OneOf
+
 
 def format_option(*choices: str):
     """Shared ``--format`` option; the first choice is the default."""
-    return click.option("--format", "fmt", type=click.Choice(choices), default=choices[0],
+    return click.option("--format", "fmt", type=OneOf(choices), default=choices[0],
                         show_default=True, help="Output for people (table) or machines.")
 
 

@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # docs/layout.md, "Layers": left to right. A part is a module or subpackage of ctcbench.
 LAYERS = (
-    ("errors", "files", "environment", "progress", "formatting", "plotting", "cluster"),
+    ("errors", "files", "environment", "progress", "formatting", "plotting", "cluster",
+     "cli_types"),
     ("core",),
     ("runtime", "backends"),
     ("caselib", "cases", "torch"),

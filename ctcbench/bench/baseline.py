@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctcbench.bench.kind import KEY
+from ctcbench.errors import fail
 from ctcbench.runs.store import RowLog
 from ctcbench.files import read_text
 
@@ -30,8 +31,8 @@ def parse_fail_on(spec: str) -> FailOn:
     """``"time:20%"`` -> ``FailOn("time", 0.2)``."""
     m = re.fullmatch(r"\s*(\w+)\s*:\s*([0-9]*\.?[0-9]+)\s*%?\s*", spec or "")
     if not m or m.group(1) not in METRICS:
-        raise ValueError(f"fail-on: expected METRIC:PCT with METRIC one of "
-                         f"{', '.join(METRICS)} and PCT like 20%, got {spec!r}")
+        fail("fail-on", f"METRIC:PCT with METRIC one of {', '.join(METRICS)} and PCT like 20%",
+             repr(spec))
     return FailOn(m.group(1), float(m.group(2)) / 100)
 
 
@@ -41,8 +42,8 @@ def load_rows(path) -> list[dict]:
     if path.is_dir():
         path = path / "rows.jsonl"
     if not path.is_file():
-        raise FileNotFoundError(f"baseline: expected a bench run folder or its rows.jsonl, "
-                                f"bench.json or bench.csv, got {str(path)!r} (no such file)")
+        fail("baseline", "a bench run folder or its rows.jsonl, bench.json or bench.csv",
+             f"{str(path)!r} (no such file)")
     text = read_text(path, f"baseline {path}")
     if path.suffix == ".jsonl":
         rows = RowLog(path).rows()

@@ -11,7 +11,7 @@ import numpy as np
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.files import read_text
-from ctcbench.errors import expect
+from ctcbench.errors import expect, fail
 
 DTYPES = ("float32", "float64")
 # one bench row per key, in a run and a baseline (rows saved before "threads" existed: 1 thread)
@@ -87,8 +87,8 @@ def load_grid(grid: str) -> list[Size]:
         return list(GRIDS[grid])
     path = Path(grid)
     if not path.is_file():
-        raise FileNotFoundError(f"grid: expected one of {', '.join(GRIDS)} or a JSON/CSV file, "
-                                f"got {grid!r} ({'a folder' if path.is_dir() else 'no such file'})")
+        fail("grid", f"one of {', '.join(GRIDS)} or a JSON/CSV file",
+             f"{grid!r} ({'a folder' if path.is_dir() else 'no such file'})")
     text = read_text(path, f"grid {path}")
     if path.suffix.lower() == ".json":
         try:

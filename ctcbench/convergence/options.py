@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
+from ctcbench.cli_types import Number
 from ctcbench.convergence.config import list_problem
 
 
@@ -29,7 +30,8 @@ def comma_list(kind):
         try:
             items = tuple(kind(v.strip()) for v in str(value).split(",") if v.strip())
         except ValueError:
-            raise click.BadParameter(f"expected a comma-separated list of {kind.__name__}, "
+            words = {int: "whole numbers", float: "numbers"}.get(kind, kind.__name__)
+            raise click.BadParameter(f"expected a comma-separated list of {words}, "
                                      f"got {value!r}") from None
         problem = list_problem(items)
         if problem:
@@ -49,7 +51,8 @@ def setting_option(s) -> click.Option:
     if s.type is bool:
         return click.Option([f"{s.option}/--no-{s.option[2:]}", s.param], default=s.default,
                             show_default=True, help=s.help)
-    return click.Option([s.option, s.param], type=s.type, default=s.default, show_default=True,
+    kind = Number(s.type) if s.type in (int, float) else s.type
+    return click.Option([s.option, s.param], type=kind, default=s.default, show_default=True,
                         metavar=choices, help=s.help)
 
 

@@ -96,7 +96,7 @@ def test_load_grid_reads_json_and_csv_and_names_bad_fields(tmp_path):
     (tmp_path / "g.json").write_text('[{"T": 3, "N": 2, "C": 6, "L": 5}]')
     with pytest.raises(ValueError, match=r"expected 0 <= L <= T"):
         load_grid(str(tmp_path / "g.json"))
-    with pytest.raises(FileNotFoundError, match=r"grid: expected one of small, default, targets"):
+    with pytest.raises(ValueError, match=r"grid: expected one of small, default, targets"):
         load_grid(str(tmp_path / "missing.json"))
 
 

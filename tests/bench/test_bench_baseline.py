@@ -55,7 +55,7 @@ def test_load_rows_from_folder_json_and_csv(tmp_path):
     (tmp_path / "junk.json").write_text('{"a": 1}')
     with pytest.raises(ValueError, match=r"expected bench rows with fields backend"):
         load_rows(tmp_path / "junk.json")
-    with pytest.raises(FileNotFoundError, match=r"baseline: expected a bench run folder"):
+    with pytest.raises(ValueError, match=r"baseline: expected a bench run folder"):
         load_rows(tmp_path / "nothing")
 
 

@@ -60,7 +60,7 @@ def test_table_output_and_resume(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--optimizer", "lbfgs"], "--optimizer: expected one of adam, rmsprop"),
-    (["--lr", "fast"], "expected a comma-separated list of float, got 'fast'"),
+    (["--lr", "fast"], "expected a comma-separated list of numbers, got 'fast'"),
     (["--model", "vgg"], "--model: expected one of linecnn"),
     (["--ctc-backend", "nope"], "--ctc-backend: expected one of "),
     pytest.param(["--ctc-backend", "torch-cuda"], "--ctc-backend: no CUDA device",
