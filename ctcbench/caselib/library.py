@@ -14,6 +14,7 @@ file: docs/case-format.md.
 """
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import importlib.resources
 import json
@@ -28,7 +29,7 @@ from ctcbench.caselib.known import ATLAS_FILE, FILE_NAME as KNOWN_ISSUES_FILE
 from ctcbench.caselib.judge import DEFAULT_TOLERANCES, Tolerance
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.files import read_text
-from ctcbench.errors import expect
+from ctcbench.errors import UnknownName, expect, fail
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 _FIELDS = {"name", "description", "provenance", "dtypes", "build", "expect", "variant",
@@ -194,10 +195,25 @@ def select_cases(cases: list[Case], patterns=None) -> list[Case]:
         hits = [c for c in cases if fnmatch.fnmatchcase(c.name, pattern)
                 or fnmatch.fnmatchcase(f"{c.family}/{c.name}", pattern)
                 or (c.folder and fnmatch.fnmatchcase(f"{c.folder}/{c.family}/{c.name}", pattern))]
-        expect(bool(hits), "case", "a name or glob matching at least one case",
-               f"{pattern!r}; known cases: {', '.join(c.name for c in cases)}")
+        if not hits:
+            _no_case_matches(pattern, cases)
         chosen += [c for c in hits if c not in chosen]
     return [c for c in cases if c in chosen]
+
+
+def _no_case_matches(pattern: str, cases: list[Case]) -> None:
+    """Raise: ``pattern`` matched no case. Offers the families (a library has too many names
+    to list) and the closest family or name, as ``one_of`` does."""
+    families = sorted({c.family for c in cases})
+    parts = pattern.split("/")  # [folder/]family/name
+    if len(parts) > 1:
+        near = difflib.get_close_matches(parts[-2], families, n=1, cutoff=0.6)
+        hint = ["/".join(parts[:-2] + near + parts[-1:])] if near else []
+    else:
+        hint = difflib.get_close_matches(pattern, [c.name for c in cases], n=1, cutoff=0.6)
+    got = f"{pattern!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+    fail("case", "a name or glob matching at least one case, such as "
+         f"'FAMILY/*' of the families {', '.join(families)}", got, UnknownName)
 
 
 def describe(cases: list[Case]) -> list[dict]:

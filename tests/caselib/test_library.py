@@ -62,6 +62,19 @@ def test_select_by_glob_and_family(library):
         select_cases(library, ["no_such_case*"])
 
 
+def test_a_glob_matching_nothing_offers_the_families_and_the_closest_one(library):
+    """A misspelt family gets the families (not ~100 names) and the glob it likely meant."""
+    with pytest.raises(ValueError) as info:
+        select_cases(library, ["publised/*"])
+    message = str(info.value)
+    families = sorted({c.family for c in library})
+    assert f"the families {', '.join(families)}, got 'publised/*'" in message
+    assert message.endswith("(did you mean 'published/*'?)")
+    assert "tf_basic" not in message and len(message) < 400
+    with pytest.raises(ValueError, match=r"got 'tf_basc' \(did you mean 'tf_basic'\?\)"):
+        select_cases(library, "tf_basc")
+
+
 def test_user_folder_toml_and_json(tmp_path):
     """--cases DIR loads the user's TOML and JSON files instead of the built-in library."""
     (tmp_path / "mine.toml").write_text(MINIMAL.format(name="mine_one", oracle="brute_force"))
