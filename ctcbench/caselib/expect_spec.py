@@ -6,6 +6,7 @@ Format 1 keys: ``oracle``, ``loss`` and ``grad`` (published values). Format 2 ad
     reduction = "mean" | "sum" | "none"                # also check the reduced loss and its grad
     zero_infinity = true                               # ... with infinite losses zeroed
     deterministic = true                               # two calls give bit-identical results
+    calls = 5                                          # ... or each of this many calls does
     samples = [0, 2]                                   # check only these samples
     [case.expect.finite_difference]                    # central differences of the backend's loss
     coords = [[t, n, c], ...]  or  count = 8           # chosen or seeded random valid coordinates
@@ -24,7 +25,8 @@ from ctcbench.errors import expect as _expect  # `expect` is the table checked h
 
 FD_DEFAULTS = {"count": 8, "step": 1e-5, "seed": 0, "atol": 1e-6, "rtol": 1e-4}
 _KEYS = {"oracle", "loss", "grad", "error", "reduction", "zero_infinity", "deterministic",
-         "samples", "finite_difference"}
+         "calls", "samples", "finite_difference"}
+MAX_CALLS = 100  # the most calls a determinism check may ask for
 
 
 def _is_int(x) -> bool:
@@ -59,6 +61,11 @@ def check_expect(expect: dict, where: str, *, fmt: int = 1) -> None:
     for key in ("zero_infinity", "deterministic"):
         _expect(isinstance(expect.get(key, False), bool), f"{where}.{key}", "true or false",
                 repr(expect.get(key)))
+    if "calls" in expect:
+        c = expect["calls"]
+        _expect(_is_int(c) and 2 <= c <= MAX_CALLS and expect.get("deterministic") is True,
+                f"{where}.calls", f"a whole number of calls in [2, {MAX_CALLS}], with "
+                f"deterministic = true", repr(c))
     if "samples" in expect:
         s = expect["samples"]
         _expect(isinstance(s, list) and s and all(_is_int(i) and i >= 0 for i in s)

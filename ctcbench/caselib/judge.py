@@ -121,6 +121,9 @@ def problem_tolerance(problem) -> Tolerance:
                      grad_atol=max(tol.grad_atol, slack))
 
 
+DIFFERENT_CALLS = "deterministic:"  # how run_to_run's line begins
+
+
 def run_to_run(first, second, tol: float | None = None) -> str | None:
     """Two calls' results on one problem (``.loss (N,)``, ``.grad_logits (T, N, C)``): what
     differs, one line, or None. ``tol`` None wants the same bits (NaN equal to NaN); a number
@@ -134,7 +137,7 @@ def run_to_run(first, second, tol: float | None = None) -> str | None:
         worst_diff = max_error(diff)
         if tol is None or not worst_diff <= tol:
             within = "" if tol is None else f", more than the {tol:g} it declares"
-            return (f"deterministic: a second call gave another {name} "
+            return (f"{DIFFERENT_CALLS} a second call gave another {name} "
                     f"(max diff {worst_diff:.3g}{within})")
     return None
 

@@ -38,10 +38,11 @@ def _value(x) -> str:
 
 
 def case_toml(name: str, build: dict, dtype: str, tol: Tolerance, *, description: str,
-              provenance: str) -> str:
+              provenance: str, expect: dict | None = None) -> str:
     """One ``[[case]]`` holding ``build`` exactly (every key as it is: a ``table`` of logits,
     ``random`` with the seed they are drawn from, ``peaked`` with its paths); brute force is
-    its oracle where that is cheap, else the float64 reference."""
+    its oracle where that is cheap, else the float64 reference. ``expect``: more keys of its
+    ``[case.expect]`` (``deterministic`` and ``calls`` for two different answers)."""
     C, table = build["C"], build["generator"] == "table"
     small = table and all(C ** len(s["logits"]) <= BRUTE_FORCE_PATHS for s in build["sample"])
     lines = ["[[case]]", f"name = {_str(name)}", f"description = {_str(description)}",
@@ -56,7 +57,9 @@ def case_toml(name: str, build: dict, dtype: str, tol: Tolerance, *, description
                 continue
             rows = ",\n".join("  [" + ", ".join(_num(x) for x in row) + "]" for row in v)
             lines.append(f"logits = [\n{rows},\n]" if rows else "logits = []")
-    lines += ["", "[case.expect]", f"oracle = {_str('brute_force' if small else 'reference')}", "",
+    lines += ["", "[case.expect]", f"oracle = {_str('brute_force' if small else 'reference')}"]
+    lines += [f"{k} = {_value(v)}" for k, v in (expect or {}).items()]
+    lines += ["",
               f"[case.tolerance.{dtype}]", f"loss_rtol = {_num(tol.loss_rtol)}",
               f"loss_atol = {_num(tol.loss_atol)}", f"grad_atol = {_num(tol.grad_atol)}", ""]
     return "\n".join(lines)

@@ -34,3 +34,19 @@ def judge(backend, reference, build: dict, dtype: str) -> str | None:
     if differs is not None:
         return differs
     return wrong(problem, got, want, reference.name)
+
+
+MOST_CALLS = 20  # the most calls calls_showing makes
+
+
+def calls_showing(backend, build: dict, dtype: str) -> int:
+    """Calls of ``backend`` on the problem in which one gave other bits than the first (or
+    more than it declares), doubled: a backend that differs on some calls only (every k-th,
+    say) then shows it again wherever a replay starts in its cycle. At most ``MOST_CALLS``."""
+    problem = problem_of(build, dtype)
+    first = backend.run(problem)
+    for call in range(2, MOST_CALLS + 1):
+        if run_to_run(first, backend.run(problem), backend.traits.nondeterministic) is not None:
+            return min(MOST_CALLS, 2 * call)
+    return MOST_CALLS
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -13,9 +14,9 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
-from ctcbench.caselib.judge import problem_tolerance
+from ctcbench.caselib.judge import DIFFERENT_CALLS, problem_tolerance
 from ctcbench.fuzz.casefile import write_case
-from ctcbench.fuzz.judge import judge, problem_of
+from ctcbench.fuzz.judge import calls_showing, judge, problem_of
 from ctcbench.fuzz.problems import boundary_builds, builds, size, work
 from ctcbench.progress import Progress
 from ctcbench.runtime.protocol import BackendUnavailable
@@ -25,6 +26,11 @@ from ctcbench.runtime.registry import FAST_ORACLE, REFERENCE, get_backend
 # so a few large problems do not eat it (ctcbench.fuzz.problems)
 STRATEGIES = {"small": (builds, 25), "boundary": (boundary_builds, 5)}
 SMALL_WORK = 100_000  # problems costing more (problems.work) are judged against FAST_ORACLE
+# hypothesis's warnings about itself, which say nothing of the user's backend: a large drawn
+# problem's repr; and any change of the process-wide `random` state while it draws, reported as
+# a strategy using `random`, which in a Dask worker Dask's own threads make (the strategies
+# draw through hypothesis only: tests/fuzz/test_fuzz.py)
+QUIET = ("Generating overly large repr", "Do not use the `random` module")
 WARM_UP = {"generator": "table", "C": 3, "sample": [{"target": [1], "logits": [[0.0] * 3] * 3}]}
 
 
@@ -123,7 +129,10 @@ def search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress,
             options(given(strategy(dtypes))(tests[kind])))
         began = time.monotonic()
         try:
-            test()
+            with warnings.catch_warnings():
+                for message in QUIET:
+                    warnings.filterwarnings("ignore", message=message)
+                test()
         except (Disagreement, Flaky):  # Flaky: a failure that did not repeat (a timeout, say)
             break
         finally:
@@ -136,8 +145,11 @@ def search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress,
     if state["failing"] is not None:
         build, dtype, what, judged_by = state["failing"]  # the last one: hypothesis's shrunk one
         name = f"fuzz_{backend.name}".replace("-", "_").lower()
+        expect = {}
+        if what.startswith(DIFFERENT_CALLS):  # the replay must call as often as it took here
+            expect = {"deterministic": True, "calls": calls_showing(backend, build, dtype)}
         path = write_case(run_dir / "cases", name, build, dtype, problem_tolerance(problem_of(build, dtype)),
-                          description=f"found by ctcbench fuzz: {what}"[:300],
+                          expect=expect, description=f"found by ctcbench fuzz: {what}"[:300],
                           provenance=f"ctcbench fuzz --backend {backend.name} --against "
                                      f"{reference.name} --seed {seed}, shrunk by hypothesis; "
                                      f"judged against {judged_by}")

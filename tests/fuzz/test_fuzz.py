@@ -63,6 +63,27 @@ def test_two_different_answers_are_found_unless_declared(register_backends, tmp_
     assert not clean["found"] and clean["tried"] > 0
 
 
+def test_a_backend_differing_on_some_calls_only_fails_compare_on_its_case(register_backends,
+                                                                         tmp_path):
+    """A backend whose every fourth call differs: the case fuzz writes asks for determinism
+    over as many calls as showed it, and compare --cases fails it as fuzz did (two calls in
+    a row may agree, so a plain second call would not)."""
+    import tomllib
+    register_backends("sometimes", "wrong_backends:SometimesDifferent")
+    found = fuzz("sometimes", budget=20, seed=1, out=tmp_path / "run", progress=False).summary
+    assert found["found"] and found["what"].startswith("deterministic: a second call")
+    expect = tomllib.loads(open(found["case_file"]).read())["case"][0]["expect"]
+    assert expect["deterministic"] is True and 4 <= expect["calls"] <= 20
+    cases = os.path.dirname(found["case_file"])
+    replay = CliRunner().invoke(cli, ["compare", "--cases", cases, "--backend", "sometimes",
+                                      "--no-plot", "--format", "json",
+                                      "--out", str(tmp_path / "c")])
+    assert replay.exit_code == 1, replay.output
+    rows = json.loads(replay.stdout)["rows"]
+    assert [r["reason"] for r in rows if r["status"] == "mismatch"][0].startswith(
+        "deterministic: a second call gave another grad")
+
+
 def test_a_failure_past_256_labels_shrinks_to_257(register_backends, tmp_path):
     """A backend wrong only past 256 labels is found among the boundary sizes and shrunk to the
     smallest target length that still fails, 257 (not to a small problem it gets right)."""
@@ -94,6 +115,26 @@ def test_boundary_draws_stay_within_the_work_cap():
             reached[k] = max(reached[k], size(build)[k])
     draw()
     assert reached["L"] > 256 and reached["T"] > 1024 and reached["C"] > 256 and reached["N"] > 32
+
+
+@pytest.mark.filterwarnings("error::hypothesis.errors.HypothesisDeprecationWarning")
+def test_the_strategies_draw_through_hypothesis_only():
+    """No strategy moves the process-wide ``random`` state (hypothesis turns that into a
+    deprecation warning, an error here): the warnings a Dask worker showed came from Dask's
+    own threads, which ``fuzz.search`` silences for that reason only."""
+    import random
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from ctcbench.fuzz.problems import boundary_builds, builds
+    before = random.getstate()
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck),
+              database=None, derandomize=True)
+    @given(st.one_of(builds(("float64", "float32")), boundary_builds(("float64",))))
+    def draw(drawn):
+        assert isinstance(drawn[0], dict)
+    draw()
+    assert random.getstate() == before
 
 
 def test_labels_past_255_are_drawn(register_backends, tmp_path):
