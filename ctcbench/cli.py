@@ -12,8 +12,12 @@ import click
 
 from ctcbench import __version__
 from ctcbench.cli_options import format_option, list_option, out_options
+from ctcbench.cli_types import Number, OneOf
+from ctcbench.cluster import EXECUTORS
+from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
 from ctcbench.convergence.options import SettingsCommand
 from ctcbench.convergence.scenarios import SCENARIOS
+from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.doctor.load import MAX_BYTES
 from ctcbench.errors import InputError
 from ctcbench.runtime.registry import REFERENCE
@@ -30,6 +34,10 @@ class Commands(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.BadParameter as exc:  # an option's value: --NAME: expected ..., got ...
+            if exc.param is None or not exc.param.opts:
+                raise
+            raise click.UsageError(f"{exc.param.opts[0]}: {exc.message}", exc.ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except InputError as exc:  # the library's argument, renamed to the option it came from
@@ -46,13 +54,18 @@ class Commands(click.Group):
         return flag if flag in opts else name
 
 
-def finish_run(result):
+def finish_run(result, *, named: bool = False):
     """A driver's run folder ends with its report.html, written here after the driver
-    returned (no driver imports the report)."""
+    returned (no driver imports the report). The folder is said once: here, unless the
+    command's own output names it (``named``)."""
     from ctcbench.drivers import write_report
     result.files.append(write_report([result.run_dir]))
-    resumed = f" ({result.resumed} kept from the earlier run)" if result.resumed else ""
-    click.echo(f"run folder: {result.run_dir}{resumed}", err=True)
+    resumed = f"{result.resumed} rows kept from the earlier run" if result.resumed else ""
+    if not named:
+        click.echo(f"run folder: {result.run_dir}" + (f" ({resumed})" if resumed else ""),
+                   err=True)
+    elif resumed:
+        click.echo(f"resumed: {resumed}", err=True)
     return result
 
 
@@ -110,7 +123,7 @@ def cases_cmd(case_dirs, fmt):
 @click.option("--case", "case_globs", multiple=True, metavar="GLOB",
               help="Case name or glob, also family/name (repeatable); default all.")
 @click.option("--dtype", "dtypes", multiple=True,
-              type=click.Choice(["float16", "bfloat16", "float32", "float64"]),
+              type=OneOf(FLOAT_DTYPES),
               help="Only these dtypes (repeatable); default each case's own list.")
 @click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
               type=click.Path(file_okay=False),
@@ -126,7 +139,7 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
     from ctcbench.files import to_json
     result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
                      case_dirs=case_dirs or None, out=out, resume=resume, plot=plot)
-    finish_run(result)
+    finish_run(result, named=fmt == "table")  # the table's last line names the folder
     summary = result.summary
     if fmt == "json":
         click.echo(to_json({"summary": summary, "rows": df_records(result.rows)}, indent=1))
@@ -148,11 +161,11 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
 @click.option("--explain-perfect-vs-blank", "explain", is_flag=True,
               help="Score all-blank and perfect predictions for FILE's shapes under each "
                    "convention instead of diagnosing.")
-@click.option("--blank", type=int, default=None,
+@click.option("--blank", type=Number(int), default=None,
               help="Blank index the loss uses  [default: FILE's 'blank', else 0]")
-@click.option("--layout", type=click.Choice(["TNC", "NTC"]), default="TNC", show_default=True,
+@click.option("--layout", type=OneOf(["TNC", "NTC"]), default="TNC", show_default=True,
               help="Layout the loss expects the values in (torch's ctc_loss: TNC).")
-@click.option("--reduction", type=click.Choice(["mean", "sum", "none"]), default="mean",
+@click.option("--reduction", type=OneOf(["mean", "sum", "none"]), default="mean",
               show_default=True, help="Reduction the loss uses.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a PNG of the first samples' frames (probabilities, blank, "
@@ -160,10 +173,10 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the findings, their evidence and fixes and the frames plot "
                    "as one HTML page.")
-@click.option("--max-bytes", "max_bytes", type=click.IntRange(min=1), default=MAX_BYTES,
+@click.option("--max-bytes", "max_bytes", type=Number(int, min=1), default=MAX_BYTES,
               show_default=True, help="Refuse FILE when its arrays claim more bytes than this "
               "in all (read from the headers, before loading).")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+@click.option("--device", type=OneOf(["cuda", "cpu"]), default=None,
               help="Also say which of torch's CTC paths FILE's batch takes there (on cuda: "
                    "cuDNN or native, by torch's rule; no GPU needed) and how to take the other.")
 def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path,
@@ -199,12 +212,12 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
 @click.option("--grid", default="default", show_default=True,
               metavar="small|default|targets|large|FILE",
               help="Named size grid, or a JSON/CSV file of T,N,C,L rows.")
-@click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True,
+@click.option("--repeat", type=Number(int, min=1), default=5, show_default=True,
               help="Timed measurements per backend and size (after one warm-up call).")
 @click.option("--threads", default="1", show_default=True, metavar="N[,N...]",
               help="Threads for every backend (torch, numba, the frameworks' pools); a list "
                    "such as 1,2 measures each count (one row per count, thread-scaling plot).")
-@click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64",
+@click.option("--dtype", type=OneOf(["float64", "float32"]), default="float64",
               show_default=True, help="Logits dtype handed to every backend.")
 @format_option("table", "json", "csv")
 @out_options("bench")
@@ -234,11 +247,11 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
 
 
 @cli.command(cls=SettingsCommand)  # one option per config field, and --config, made on first use
-@click.option("--jobs", type=int, default=None, help="Parallel runs [default: min(2, CPUs)].")
+@click.option("--jobs", type=Number(int), default=None, help="Parallel runs [default: min(2, CPUs)].")
 @out_options("convergence", resume_note=" (its stored config is used)")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default="reports/.data-cache",
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=str(DEFAULT_CACHE_DIR),
               show_default=True, help="Where rendered data pools are cached.")
-@click.option("--executor", type=click.Choice(["local", "dask-local"]), default="local",
+@click.option("--executor", type=OneOf(EXECUTORS), default="local",
               show_default=True, help="Where runs execute: local worker processes, or a Dask "
               "LocalCluster of --jobs workers (needs ctcbench[dask]).")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
@@ -249,7 +262,7 @@ def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baselin
               help="Also write TensorBoard event files (scalars and hparams), one subfolder "
                    "per run, into DIR [default: RUN_FOLDER/tensorboard]. Needs "
                    "pip install 'ctcbench[tensorboard]'.")
-@click.option("--scenario", type=click.Choice(list(SCENARIOS)), default=None,
+@click.option("--scenario", type=OneOf(list(SCENARIOS)), default=None,
               help="Run a named experiment (docs/convergence.md): one grid per arm, in "
                    "--out/<arm>/; options given here override the scenario's shared settings, "
                    "not what an arm changes.")
@@ -285,7 +298,7 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
     except ConfigError as exc:  # a setting's key: named by its option
         raise click.ClickException(exc.named(option_names().get(exc.key, exc.key))) from None
     for run in result.arms.values() if scenario else [result]:
-        finish_run(run)  # report.html in each grid's folder
+        finish_run(run, named=fmt == "table")  # report.html in each grid's folder
     click.echo(scenario_output(result, fmt) if scenario else grid_output(result, fmt))
 
 
@@ -305,7 +318,7 @@ def report(run_dirs, out):
 @click.option("--checkpoint", required=True, type=click.Path(dir_okay=False),
               help="checkpoint.pt written by `ctcbench convergence`.")
 @click.argument("images", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--beam", type=int, default=0, show_default=True,
+@click.option("--beam", type=Number(int), default=0, show_default=True,
               help="Prefix beam search width (0 = greedy).")
 @format_option("table", "json")
 def predict(checkpoint, images, beam, fmt):
@@ -329,21 +342,21 @@ def predict(checkpoint, images, beam, fmt):
 @click.option("--backend", "backend_name", required=True, metavar="NAME", help="Backend to fuzz.")
 @click.option("--against", default=REFERENCE, show_default=True, metavar="NAME",
               help="Backend taken as right (the float64 reference by default).")
-@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=60.0,
+@click.option("--budget", type=Number(float, min=0, open=True), default=60.0,
               show_default=True, help="Seconds of search (shrinking a find comes on top).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=Number(int, min=0), default=0, show_default=True,
               help="Seed of the search; the same seed draws the same problems.")
 @click.option("--dtype", "dtypes", multiple=True,
-              type=click.Choice(["float64", "float32", "float16", "bfloat16"]),
+              type=OneOf(FLOAT_DTYPES),
               help="Draw only this dtype (repeatable); default float64 and float32, as far as "
                    "the backend takes them.")
-@click.option("--executor", default="local", show_default=True, metavar="local|dask-local",
+@click.option("--executor", type=OneOf(EXECUTORS), default="local", show_default=True,
               help="Where the search runs: here, or a campaign of --jobs searches at once on a "
                    "Dask LocalCluster of --jobs workers (needs ctcbench[dask]).")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="A campaign on this running Dask scheduler, one search per worker (or "
                    "--jobs); its workers must share the run folder's filesystem.")
-@click.option("--jobs", type=int, default=None,
+@click.option("--jobs", type=Number(int), default=None,
               help="Searches at once, each on its own seed, with --executor dask-local "
                    "[default: min(2, CPUs)] or --scheduler [default: its workers].")
 @out_options("fuzz", resume_note=" (its stored failures are replayed first)")
@@ -375,7 +388,8 @@ def atlas(backend_names, out, resume, fmt):
     """Try each known CTC bug of the atlas on the installed stack: reproduces, fixed, or not."""
     from ctcbench.atlas.run import atlas as run_atlas, table_text
     from ctcbench.files import to_json
-    result = finish_run(run_atlas(list(backend_names) or None, out=out, resume=resume))
+    result = finish_run(run_atlas(list(backend_names) or None, out=out, resume=resume),
+                        named=fmt == "table")
     rows = result.rows.to_dict("records")
     if fmt == "json":
         click.echo(to_json({"summary": result.summary, "rows": rows}, indent=1))
@@ -392,23 +406,23 @@ def atlas(backend_names, out, resume, fmt):
 @list_option("--dtype", "dtypes", metavar="DTYPE",
              help="Dtypes of every stage; default limits, repeat calls and speed in float32, "
                   "precision in every dtype the backend takes.")
-@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=120.0,
+@click.option("--budget", type=Number(float, min=0, open=True), default=120.0,
               show_default=True, help="Seconds per backend for the limits (60 %) and the "
                                       "precision search (40 %).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
+@click.option("--timeout", type=Number(float, min=0, open=True), default=60.0,
               show_default=True, help="The most one probe may take; longer is a hang.")
-@click.option("--max-memory", "max_memory_mb", type=click.IntRange(min=1), default=2048,
+@click.option("--max-memory", "max_memory_mb", type=Number(int, min=1), default=2048,
               show_default=True, metavar="MB",
               help="Sizes estimated to need more memory are not run.")
 @list_option("--stages", metavar="STAGE",
              help="Some of limits, precision, robustness, determinism, speed [default: all].")
 @list_option("--axes", metavar="AXIS",
              help="Limits on some of T, L, C, N, label, TL [default: all].")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=Number(int, min=0), default=0, show_default=True,
               help="Seed of the problems and of the precision search.")
-@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--repeat", type=Number(int, min=1), default=3, show_default=True,
               help="Timed measurements per speed size.")
-@click.option("--trials", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--trials", type=Number(int, min=1), default=None, metavar="N",
               help="The most candidates of the precision search per dtype (the budget may "
                    "end it first); with a count, the same seed makes the same search on any "
                    "machine where no candidate times out [default: as many as the budget "

@@ -99,7 +99,7 @@ def table_text(result: RunResult) -> str:
     the counts."""
     rows = result.rows.to_dict("records")
     wid = max(len(r["id"]) for r in rows)
-    lines = []
+    lines = [f"{'outcome':<10}  {'entry':<{wid}}  dev  tried (backend case dtype)"]
     for r in rows:
         tried = f"{r['backend']} {r['case']} {r['dtype']}" if isinstance(r.get("case"), str) else ""
         lines.append(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {tried}".rstrip())

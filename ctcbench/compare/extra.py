@@ -1,7 +1,7 @@
 """The format-2 checks of one compare row (see ``ctcbench.caselib.expect_spec``), each a small
 function that adds its failures to the row's ``Checks`` (``ctcbench.compare.checks``):
 
-  check_error        the API must refuse the case's input (one row per case, backend "api");
+  check_error        the API must refuse the case's input (one row per case, backend "input-check");
   check_reduction    reduced loss and the gradient of the reduced loss, through
                      ``ctcbench.reduce_loss`` and through the backend's own ``run_reduced``;
   check_finite_difference  central differences in float64 of the backend's own summed loss;
@@ -27,7 +27,8 @@ from ctcbench.core.invariants import INVARIANT_TOL, broken_invariants, broken_lo
 from ctcbench.core.reduction import reduce_loss, reduction_weights
 from ctcbench.runtime.protocol import UnsupportedProblem
 
-API = "api"  # the backend column of an expected-error row: the problem's own validation
+API = "input-check"  # the backend column of an expected-error row: no backend, the
+# problem's own validation refusing bad input
 
 
 def sample_mask(expect: dict, n: int) -> np.ndarray:
@@ -145,14 +146,18 @@ def check_finite_difference(checks, backend, prep, result) -> None:
 
 
 def check_deterministic(checks, backend, prep, result, run_kwargs: dict) -> None:
-    """``expect.deterministic``: a second call on the base problem gives the same bits, or
-    agrees within the backend's declared ``nondeterministic`` tolerance."""
+    """``expect.deterministic``: each later call on the base problem (``expect.calls`` in
+    all, default 2) gives the first one's bits, or agrees within the backend's declared
+    ``nondeterministic`` tolerance."""
     if not prep.case.expect.get("deterministic", False):
         return
-    again = backend.run(prep.problems[0], **run_kwargs)
-    differs = run_to_run(result, again, backend.traits.nondeterministic)
-    if differs is not None:
-        checks.fail(differs)
+    calls = prep.case.expect.get("calls", 2)
+    for call in range(2, calls + 1):
+        again = backend.run(prep.problems[0], **run_kwargs)
+        differs = run_to_run(result, again, backend.traits.nondeterministic)
+        if differs is not None:
+            checks.fail(differs + ("" if calls == 2 else f" (call {call} of {calls})"))
+            return
 
 
 def check_invariants(checks, prep, results) -> None:

@@ -78,8 +78,8 @@ def format_table(df: pd.DataFrame, *, run_dir=None, reason_width: int = 70) -> s
             if key == "time_s" and v is not None and not (isinstance(v, float) and math.isnan(v)):
                 v = v * 1e3
             text = _fmt(v, spec) if spec != "s" else ("" if v is None else str(v))
-            if key == "reason" and len(text) > reason_width:
-                text = text[: reason_width - 3] + "..."
+            if key == "reason" and len(text) > reason_width and r.get("status") != "skipped":
+                text = text[: reason_width - 3] + "..."  # a skip's install hint stays whole
             line.append(text)
         cells.append(line)
     heads = [h for _, h, _ in cols]
@@ -91,7 +91,12 @@ def format_table(df: pd.DataFrame, *, run_dir=None, reason_width: int = 70) -> s
                          for s, w, h in zip(items, widths, heads)).rstrip()
     lines = [fmt_line(heads)] + [fmt_line(c) for c in cells]
     s = summarize(df, run_dir)
-    counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
+    checks = df["backend"] == API  # rows of no backend: the input validation's own checks
+    counts = ", ".join(f"{n} {k}" for k in STATUS_ORDER
+                       if (n := int((df["status"][~checks] == k).sum())))
+    if checks.any():
+        passed = int((df["status"][checks] == "ok").sum())
+        counts += (", " if counts else "") + f"{passed} of {int(checks.sum())} input checks ok"
     verdict = "FAILED" if s["failed"] else "passed"
     tail = f"compare {verdict}: {counts or 'no rows'}"
     if nothing_checked(s):

@@ -77,7 +77,7 @@ def test_api_unbatched_and_negative_blank():
 
 
 def test_expected_error_ok_and_wrong_regex_mismatch(tmp_path):
-    """An expected error gives one 'api' row: ok when type and message match, else mismatch."""
+    """An expected error gives one 'input-check' row: ok when type and message match."""
     case = HEAD + """
 [case.build]
 generator = "arrays"
@@ -89,9 +89,9 @@ target_lengths = [1]
 error = {{ type = "ValueError", match = "{match}" }}
 """
     rows = _run(tmp_path, case.format(match="no label equal to blank"))
-    assert _statuses(rows) == {("api", "ok")}
+    assert _statuses(rows) == {("input-check", "ok")}
     rows = _run(tmp_path / "b", case.format(match="something else"))
-    assert _statuses(rows) == {("api", "mismatch")}
+    assert _statuses(rows) == {("input-check", "mismatch")}
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

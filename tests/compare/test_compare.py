@@ -47,8 +47,8 @@ def test_whole_library_passes_for_every_available_backend(full_run):
     for backend in ("numpy", "torch"):
         ran = {(r["case"], r["dtype"]) for r in rows if r["backend"] == backend}
         assert ran == {(c.name, d) for c in cases for d in c.dtypes} - refused
-    # a case the API must refuse is one row, backend "api", whatever backends were asked for
-    assert {(r["case"], r["dtype"]) for r in rows if r["backend"] == "api"} == refused
+    # a case the API must refuse is one row, backend "input-check", whatever backends were asked for
+    assert {(r["case"], r["dtype"]) for r in rows if r["backend"] == "input-check"} == refused
     numpy_rows = [r for r in rows if r["backend"] == "numpy"]
     assert all(r["status"] == "ok" for r in numpy_rows)  # the reference takes every dtype
 
@@ -191,13 +191,14 @@ def test_csv_and_table_formats(tmp_path):
     (["--case", "zzz*"], "case: expected a name or glob matching at least one case"),
     (["--cases", "/nonexistent/dir"], "cases: expected a folder"),
     (["--resume"], "--resume: expected --out DIR"),
-    (["--dtype", "float8"], "Invalid value for '--dtype'"),
+    (["--dtype", "float8"], "--dtype: expected one of float16, bfloat16, float32, float64, "
+                            "got 'float8' (did you mean 'float64'?)"),
 ])
 def test_cli_errors_are_one_clean_line(tmp_path, args, message):
     """Bad options end with a click error naming the problem, never a traceback."""
     out = [] if "--resume" in args else ["--out", str(tmp_path / "x")]
     res = CliRunner().invoke(cli, ["compare", *out, *args])
-    assert res.exit_code == (2 if "Invalid" in message else 1)
+    assert res.exit_code == (2 if "float8" in message else 1)  # a usage error, as click's
     assert message in res.output and "Traceback" not in res.output
 
 
