@@ -34,6 +34,9 @@ Arrays = dict  # name -> np.ndarray
 Layout = dict  # name -> (shape, dtype) the arrays must have
 
 
+DEFAULT_CACHE_DIR = Path("reports/.data-cache")  # ``--cache-dir``'s default
+
+
 def check_cache_dir(cache_dir, *, create: bool = False, name: str = "--cache-dir") -> Path | None:
     """Check that ``cache_dir`` is, or can be made as, a folder a file can be written in; with
     ``create`` make it. ``None`` passes. Without ``create`` nothing is left on disk: the probe
@@ -45,6 +48,8 @@ def check_cache_dir(cache_dir, *, create: bool = False, name: str = "--cache-dir
     if cache_dir is None:
         return None
     path = Path(cache_dir)
+    if path == DEFAULT_CACHE_DIR:  # the user may never have typed it
+        name = f"{name} (its default {DEFAULT_CACHE_DIR}; pass {name} DIR for another)"
     try:
         existing = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at the latest
         if not existing.is_dir():

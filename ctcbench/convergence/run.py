@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Callable
 
 from ctcbench.convergence.config import ConfigError
+from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
 from ctcbench.errors import InputError, expect
 from ctcbench.runs.store import RunResult, resume_needs_out
 
-DEFAULT_CACHE_DIR = Path("reports/.data-cache")
 
 
 @dataclass

@@ -143,6 +143,19 @@ def test_cli_with_file_in_the_way_prints_one_line_and_writes_no_run(tmp_path):
     assert not out.exists()
 
 
+def test_the_default_cache_dir_in_the_way_is_named_as_the_default(tmp_path, monkeypatch):
+    """A user who never typed --cache-dir learns that the folder is its default, and how to
+    pick another."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reports").write_text("x")  # a file where the default folder would go
+    res = CliRunner().invoke(cli, ["convergence", "--train-size", "8", "--test-size", "2",
+                                   "--steps", "1", "--out", str(tmp_path / "run")])
+    assert res.exit_code == 1
+    assert res.output.splitlines() == [
+        "Error: --cache-dir (its default reports/.data-cache; pass --cache-dir DIR for another): "
+        "expected a folder, got 'reports/.data-cache' ('reports' is a regular file)"]
+
+
 def _unprivileged(fn, *args):
     """Run ``fn(*args)`` in a forked child that has no root rights (root would write anywhere);
     returns the message of the exception it raised, or "no error"."""
