@@ -35,6 +35,9 @@ from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
                                        backend_versions, check_backend_names, get_backend)
 
 SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
+# Seconds the stages outside --budget took per backend (torch and numba, 2-core Intel Xeon,
+# 2026-12-02: `ctcbench datasheet --backend torch,numba --budget 10`, docs/datasheet.md)
+STAGE_SECONDS = {"robustness": 3.0, "determinism": 2.0, "speed": 25.0}
 REPEATS = 5  # calls compared for determinism
 DETERMINISM_SIZE = TARGET_SIZES[1]  # T=200 N=16 C=50 L=40
 SPEED_THREADS = 1
@@ -279,6 +282,17 @@ class _Sheet:
                     self.write(row, dtype)
 
 
+def estimate(backends: int, budget: float, stages) -> str:
+    """What the run will take, said before it starts: the searches' share of ``budget`` and
+    the measured ``STAGE_SECONDS`` of the other stages, per backend."""
+    searches = budget * sum(SHARE[s] for s in SHARE if s in stages)
+    others = sum(STAGE_SECONDS[s] for s in STAGE_SECONDS if s in stages)
+    total = backends * (searches + others)
+    return (f"datasheet: {backends} backend{'s' * (backends != 1)} x ({searches:g} s of "
+            f"searches (--budget) + about {others:.0f} s of the other stages): about "
+            f"{total / 60:.1f} min in all; a probe that hangs adds up to --timeout")
+
+
 def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget: float = 120.0,
               timeout: float = 60.0, max_memory: int = 2 * 2**30, stages=STAGES,
               axes=tuple(AXES), seed: int = 0, repeat: int = 3, trials: int | None = None,
@@ -315,6 +329,7 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
         kept = run.rows()
         run.write_meta(config)
         done = {(r.get("backend"), r.get("dtype"), r.get("stage"), r.get("item")): r for r in kept}
+        bar.say(estimate(len(names), budget, stages))
         for name in names:
             bar.stage(f"datasheet {name}")
             sheet = _Sheet(name, run, done, bar, config)

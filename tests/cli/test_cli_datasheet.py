@@ -32,6 +32,9 @@ def test_datasheet_json_and_table(tmp_path):
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[0].split() == ["numpy"] and lines[-1].split()[:3] == ["repeat", "calls", "(float32)"]
+    # said before it starts: no search asked for, so no share of --budget
+    assert ("datasheet: 1 backend x (0 s of searches (--budget) + about 2 s of the other "
+            "stages): about 0.0 min in all") in res.stderr.splitlines()[0]
     assert "identical (5 calls)" in lines[-1]
 
 
