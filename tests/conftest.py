@@ -37,6 +37,79 @@ def random_problem(rng: np.random.Generator, *, T: int, N: int, C: int, L: int, 
     return CTCProblem(logits, targets, input_lengths, target_lengths, blank=blank)
 
 
+# The tests of the `long` marker besides the one marked at its definition: each took 4 s or
+# more (`pytest --durations=120` on the 2-core machine, 2026-12-02), or needs what no quick
+# test needs (numba's float32 compute: ~70 s of cold compile; the whole library's compare;
+# a trained model). The README's test command leaves them out (pyproject's addopts:
+# -m 'not long'); CI runs them too (`pytest -m long`, .ci/run).
+LONG = {
+    "backends/test_numba_backend.py::test_float32_compute_matches_brute_force_within_the_float32_bound",
+    "backends/test_numba_backend.py::test_float32_compute_on_long_random_samples",
+    "backends/test_numba_backend.py::test_float32_compute_on_the_case_library",
+    "backends/test_numba_backend.py::test_float32_compute_says_which_samples_it_computed_in_float64",
+    "backends/test_numba_backend.py::test_float32_rows_on_peaked_samples",
+    "backends/test_numba_backend.py::test_log_space_path_keeps_its_precision_at_long_T",
+    "backends/test_numba_backend.py::test_long_random_sample_keeps_its_precision",
+    "backends/test_numba_backend.py::test_near_certain_samples_stay_in_float32_rows",
+    "backends/test_numba_backend.py::test_one_and_two_threads_give_the_same_bits_in_either_compute",
+    "backends/test_numba_cuda.py::test_more_states_than_threads_against_the_reference",
+    "bench/test_bench_timing.py::test_isolated_kernel_time_is_measured_in_the_worker_without_the_round_trip",
+    "cli/test_cli_datasheet.py::test_a_torn_precision_search_resumes_without_running_a_trial_twice",
+    "cli/test_cli_datasheet.py::test_resume_after_a_torn_log_keeps_each_probe_once",
+    "cli/test_cli_fuzz.py::test_cli_through_entry_point_replays_failures_first",
+    "cli/test_cli_fuzz.py::test_numba_fuzzes_clean_against_the_reference",
+    "compare/test_compare.py::test_run_folder_has_rows_and_environment",
+    "compare/test_compare.py::test_unavailable_and_unsupported_are_recorded_not_failed",
+    "compare/test_compare.py::test_whole_library_passes_for_every_available_backend",
+    "compare/test_compare.py::test_wrong_plugin_through_entry_point_fails_the_gate",
+    "convergence/test_convergence_grid.py::test_grid_in_parallel_workers_writes_everything",
+    "convergence/test_convergence_grid.py::test_registry_ctc_backend_trains_like_torch",
+    "convergence/test_convergence_predict.py::test_predict_errors",
+    "convergence/test_convergence_predict.py::test_predict_reads_unseen_lines",
+    "convergence/test_convergence_predict.py::test_predict_table_and_beam",
+    "convergence/test_convergence_resume.py::test_a_curve_torn_at_any_byte_resumes_to_the_uninterrupted_grid",
+    "convergence/test_convergence_resume.py::test_a_torn_grid_row_resumes_to_the_uninterrupted_grid",
+    "convergence/test_convergence_tables.py::test_never_reached_steps_are_empty_in_tables_and_csv_and_null_in_json",
+    "convergence/test_executors.py::test_dask_cluster_gives_the_local_pools_curves",
+    "convergence/test_executors.py::test_killed_worker_resumes_its_run_from_the_checkpoint",
+    "convergence/test_executors.py::test_unreachable_scheduler_is_a_clean_cli_error",
+    "convergence/test_scenarios.py::test_a_whole_scenario_runs_resumes_and_refuses_a_second_start",
+    "core/test_memory.py::test_estimate_bounds_the_measured_peak_on_both_paths",
+    "datasheet/test_limits.py::test_a_planted_cliff_is_reported_exactly",
+    "datasheet/test_precision.py::test_a_count_of_trials_is_the_same_search_at_any_budget",
+    "datasheet/test_precision.py::test_a_planted_drift_is_found_and_its_case_reproduces_it",
+    "datasheet/test_precision.py::test_a_worst_case_inside_the_space_is_climbed_to",
+    "datasheet/test_robustness.py::test_a_raw_call_that_segfaults_is_marked_crashes",
+    "datasheet/test_robustness.py::test_raises_and_hangs_and_no_hook",
+    "fuzz/test_campaign.py::test_a_clean_backend_gives_one_row_per_search",
+    "fuzz/test_campaign.py::test_a_killed_worker_still_ends_the_campaign",
+    "fuzz/test_campaign.py::test_a_wrong_plugin_is_found_once_and_resumed",
+    "fuzz/test_fuzz.py::test_a_backend_differing_on_some_calls_only_fails_compare_on_its_case",
+    "fuzz/test_fuzz.py::test_a_failure_past_256_labels_shrinks_to_257",
+    "fuzz/test_fuzz.py::test_float16_is_judged_by_its_round_off",
+    "fuzz/test_fuzz.py::test_two_different_answers_are_found_unless_declared",
+    "fuzz/test_fuzz.py::test_wrong_backend_is_found_shrunk_and_fails_compare",
+    "report/test_report.py::test_each_command_writes_report_html_into_its_run_folder",
+    "runs/test_resume.py::test_bench_torn_anywhere_resumes_to_one_row_per_key",
+    "runs/test_resume.py::test_fuzz_torn_resumes_to_one_row_per_search",
+    "runs/test_store.py::test_a_finished_run_folder_is_readable_as_the_umask_allows_and_holds_no_lock",
+    "runs/test_store.py::test_a_second_writer_is_refused_naming_the_holder",
+    "runs/test_store.py::test_bench_killed_mid_run_resumes_to_one_row_per_key",
+    "runs/test_store.py::test_compare_killed_mid_run_resumes_to_one_row_per_key",
+    "runs/test_store.py::test_convergence_killed_mid_run_resumes_to_one_row_per_run",
+    "runs/test_store.py::test_killed_grid_leaves_no_worker_training",
+    "test_readme.py::test_plugin_example_passes_the_whole_case_library",
+    "test_torch_loss.py::test_float32_compute_when_asked_and_it_says_so",
+    "test_torch_loss.py::test_the_gradient_torch_gets_is_numbas_own_only_where_dtypes_agree",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.split("[")[0].removeprefix("tests/") in LONG:
+            item.add_marker(pytest.mark.long)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -252,3 +252,30 @@ def test_example_output_matches_the_command(ex, tmp_path, register_backends):
     assert shown, f"{ex}: no row it shows is one the cheap run could print"
     missing = [" ".join(r[:k]) for r in shown if tuple(r[:k]) not in keys]
     assert not missing, f"{ex}: rows shown that the command no longer prints: {missing}"
+
+
+def test_the_case_counts_and_atlas_outcomes_the_readme_gives_are_true():
+    """The library's size and split, and the atlas's outcome names, as the README says them."""
+    from ctcbench.atlas.run import STATUSES
+    from ctcbench.caselib.library import load_cases
+    text = README.read_text()
+    total, own, ported = map(int, re.search(
+        r"\((\d+) cases: (\d+) of our own, (\d+) ported from the\s+CTC tests of", text).groups())
+    families = {"warp-ctc": "warpctc", "TensorFlow": "tensorflow", "PyTorch": "pytorch",
+                "optax": "optax", "flashlight": "flashlight"}
+    assert all(name in text for name in families)
+    cases = load_cases()
+    from_peers = [c for c in cases if c.family in families.values()]
+    assert (total, own, ported) == (len(cases), len(cases) - len(from_peers), len(from_peers))
+    atlas = text[text.index("**`ctcbench atlas`**"):text.index("**`ctcbench datasheet`**")]
+    assert re.findall(r"`([a-z ]+)`(?:\s\(|,|\sor)", atlas) == list(STATUSES)
+
+
+def test_the_long_tests_the_readme_command_leaves_out_exist_and_ci_runs_them():
+    """Each name of conftest's LONG is a test function that exists (a stale name would
+    quietly put a long test back into the README's command), and CI runs `-m long`."""
+    from conftest import LONG
+    for name in LONG:
+        path, function = name.split("::")
+        assert f"def {function}(" in (ROOT / "tests" / path).read_text(), name
+    assert ".venv/bin/python -m pytest -m long" in (ROOT / ".ci" / "run").read_text()
