@@ -19,6 +19,7 @@ from ctcbench.convergence.options import SettingsCommand
 from ctcbench.convergence.scenarios import SCENARIOS
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.doctor.load import MAX_BYTES
+from ctcbench.drivers import DRIVERS
 from ctcbench.errors import InputError
 from ctcbench.runtime.registry import REFERENCE
 
@@ -302,14 +303,13 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
     click.echo(scenario_output(result, fmt) if scenario else grid_output(result, fmt))
 
 
-@cli.command()
+@cli.command(help=f"Write one self-contained HTML page for run folders of any kind "
+                  f"({', '.join(DRIVERS)}), side by side.")
 @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
                 type=click.Path(file_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="HTML file to write [default: RUN_DIR/report.html for one folder].")
 def report(run_dirs, out):
-    """Write one self-contained HTML page for run folders of any kind (compare, bench,
-    convergence, fuzz), side by side."""
     from ctcbench.drivers import write_report
     click.echo(f"report: {write_report([Path(d) for d in run_dirs], out)}")
 
