@@ -18,6 +18,7 @@ from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
 from ctcbench.convergence.options import SettingsCommand
 from ctcbench.convergence.scenarios import SCENARIOS
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.core.reduction import REDUCTIONS
 from ctcbench.doctor.load import MAX_BYTES
 from ctcbench.drivers import DRIVERS
 from ctcbench.errors import InputError
@@ -166,7 +167,7 @@ def compare_cmd(backends, case_globs, dtypes, case_dirs, out, resume, plot, fmt)
               help="Blank index the loss uses  [default: FILE's 'blank', else 0]")
 @click.option("--layout", type=OneOf(["TNC", "NTC"]), default="TNC", show_default=True,
               help="Layout the loss expects the values in (torch's ctc_loss: TNC).")
-@click.option("--reduction", type=OneOf(["mean", "sum", "none"]), default="mean",
+@click.option("--reduction", type=OneOf(REDUCTIONS), default="mean",
               show_default=True, help="Reduction the loss uses.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a PNG of the first samples' frames (probabilities, blank, "
