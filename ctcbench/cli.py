@@ -20,7 +20,7 @@ from ctcbench.convergence.scenarios import SCENARIOS
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.core.reduction import REDUCTIONS
 from ctcbench.doctor.load import MAX_BYTES
-from ctcbench.drivers import DRIVERS
+from ctcbench.drivers import DRIVERS, finish_run
 from ctcbench.errors import InputError
 from ctcbench.runtime.registry import REFERENCE
 
@@ -54,21 +54,6 @@ class Commands(click.Group):
         flag = "--" + name.replace("_", "-")
         opts = {o for p in getattr(command, "params", ()) for o in p.opts}
         return flag if flag in opts else name
-
-
-def finish_run(result, *, named: bool = False):
-    """A driver's run folder ends with its report.html, written here after the driver
-    returned (no driver imports the report). The folder is said once: here, unless the
-    command's own output names it (``named``)."""
-    from ctcbench.drivers import write_report
-    result.files.append(write_report([result.run_dir]))
-    resumed = f"{result.resumed} rows kept from the earlier run" if result.resumed else ""
-    if not named:
-        click.echo(f"run folder: {result.run_dir}" + (f" ({resumed})" if resumed else ""),
-                   err=True)
-    elif resumed:
-        click.echo(f"resumed: {resumed}", err=True)
-    return result
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
 from pathlib import Path
 
 from ctcbench.runs.kinds import RunKind, identify
@@ -90,3 +91,17 @@ def write_doctor_report(result, inputs: dict, out: Path, *, layout: str = "TNC",
     run = {"kind": "doctor", "template": "doctor.html.j2", "name": body["name"], "dir": source,
            "env": environment(), "body": body}
     return write_page(Path(out), render_page([run], "ctcbench doctor report"))
+
+
+def finish_run(result, *, named: bool = False):
+    """A driver's run folder ends with its report.html, written here after the driver
+    returned (no driver imports the report). The folder is said once: here, unless the
+    command's own output names it (``named``)."""
+    result.files.append(write_report([result.run_dir]))
+    resumed = f"{result.resumed} rows kept from the earlier run" if result.resumed else ""
+    if not named:
+        print(f"run folder: {result.run_dir}" + (f" ({resumed})" if resumed else ""),
+              file=sys.stderr)
+    elif resumed:
+        print(f"resumed: {resumed}", file=sys.stderr)
+    return result

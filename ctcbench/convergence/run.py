@@ -10,7 +10,7 @@ that differs from it is an error naming the option.
 
 A wrong setting raises ``ConfigError`` naming its key (``data.min_len``), which the command
 line renames to the option; one that came from the config file (and was not overridden) is
-named ``FILE: key`` here. report.html is not written here (``ctcbench.cli.finish_run``).
+named ``FILE: key`` here. report.html is not written here (``ctcbench.drivers.finish_run``).
 """
 from __future__ import annotations
 
