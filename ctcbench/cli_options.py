@@ -40,3 +40,28 @@ def out_options(kind: str, resume_note: str = ""):
         return click.option("--out", type=click.Path(file_okay=False), default=None,
                             help=f"Run folder; default reports/{kind}-<UTC time>.")(fn)
     return decorate
+
+
+def function_options(verb: str):
+    """``--function PKG.MOD:NAME`` (repeatable), ``--convention``, ``--device`` and
+    ``--known-issues``: a user's
+    CTC function as a backend (``ctcbench.runtime.functions``), beside ``--backend``."""
+    from ctcbench.runtime.functions import CONVENTIONS, DEVICES
+
+    def decorate(fn):
+        fn = click.option("--known-issues", type=click.Path(dir_okay=False, exists=True),
+                          default=None, metavar="FILE.toml",
+                          help="Your known_issues.toml: the failures of a --function it lists "
+                               "(its backend = PKG.MOD:NAME) are known, not failing.")(fn)
+        fn = click.option("--device", type=OneOf(DEVICES), default="cpu", show_default=True,
+                          help="Where a torch-convention --function runs.")(fn)
+        fn = click.option("--convention", type=OneOf(CONVENTIONS), default=None,
+                          help="How --function is called: torch (log_probs (T,N,C), targets, "
+                               "input_lengths, target_lengths), optax, keras, or numpy "
+                               "(returns (loss, grad_logits)) [default: read off its "
+                               "parameter names].")(fn)
+        return click.option("--function", "functions", multiple=True, metavar="PKG.MOD:NAME",
+                            help=f"{verb} your own CTC function as a backend, imported in a "
+                                 f"worker process (repeatable; the current folder is on the "
+                                 f"path). With no --backend, only the functions.")(fn)
+    return decorate

@@ -20,7 +20,7 @@ LAYERS = (
     ("compare", "bench", "fuzz", "convergence", "atlas", "datasheet"),
     ("report",),
     ("drivers",),
-    ("cli", "cli_docs", "cli_options", ""),  # "": the package itself, the public API
+    ("cli", "cli_docs", "cli_options", "testing", "pytest_plugin", ""),  # "": the package itself, the public API
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
 DRIVERS = ("doctor", "compare", "bench", "fuzz", "convergence", "atlas", "datasheet")  # they and report

@@ -28,6 +28,7 @@ from ctcbench.caselib.judge import Checks, worst
 from ctcbench.caselib.library import Case
 from ctcbench.caselib.expected import Answer, known_answer
 from ctcbench.caselib.known import known_issue
+from ctcbench.compare.baseline import fingerprint
 from ctcbench.compare import extra
 from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem, run_takes
 from ctcbench.runtime.registry import REFERENCE
@@ -209,6 +210,7 @@ def _check(backend, prep: Prepared, ref) -> dict:
             "ref_grad_err": checks.ref_grad_err if refs is not None else None,
             "finite": bool(finite), "margin": checks.margin, "time_s": elapsed,
             "compute_dtype": results[0].compute_dtype,
+            "fingerprint": fingerprint(prep.problems, results),  # for --save-baseline
             "reason": "; ".join(checks.failures[:3]) + (" ..." if len(checks.failures) > 3 else "")}
 
 

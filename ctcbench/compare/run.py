@@ -13,25 +13,32 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from ctcbench.caselib.known import load_known_issues
 from ctcbench.caselib.library import load_cases, select_cases
+from ctcbench.compare.baseline import against_baseline, load_baseline
+from ctcbench.compare.baseline import save_baseline as write_baseline
 from ctcbench.compare.checks import RERUN, check, prepare_all
 from ctcbench.compare.kind import KEY, KIND
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
-from ctcbench.errors import one_of
+from ctcbench.errors import expect, one_of
 from ctcbench.progress import Progress
+from ctcbench.runtime.functions import add_functions
 from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,
                                        check_backend_names, get_backend)
 from ctcbench.runs.store import RunResult, check_out, open_run
-from ctcbench.files import atomic_write, to_json
+from ctcbench.files import atomic_write, check_output_file, to_json
 
 WARM_UP_SAID = 2.0  # seconds: a warm-up this slow is said on a line of its own, with its notes
 
 
 def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
-            resume: bool = False, progress: bool | None = None, plot: bool = False) -> RunResult:
+            resume: bool = False, progress: bool | None = None, plot: bool = False,
+            functions=(), convention: str | None = None, device: str = "cpu",
+            known_issues=None, save_baseline=None, baseline=None,
+            max_change: float = 0.0) -> RunResult:
     """Check backends on cases; one tidy row per (backend, case, dtype, device).
 
     Args:
@@ -46,6 +53,13 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       progress: ``False`` for none; else a bar on a terminal, plain lines otherwise
         (ctcbench.progress).
       plot: also save ``margins.png``, a heat map of error / tolerance (``compare.plot``).
+      functions: ``"pkg.mod:name"`` CTC functions to check as backends of those names (with
+        no ``backends``, only they are checked), in ``convention`` (default: read off each
+        one's parameters) on ``device``: ``ctcbench.runtime.functions``; ``known_issues``,
+        a known_issues.toml naming them, makes the failures it lists ``known``.
+      save_baseline: write every checked row's numbers to this file (``compare.baseline``);
+      baseline: such a file: a row whose numbers moved by more than ``max_change`` from it
+        fails the run (``summary["baseline"]``), even within the tolerances.
     Returns:
       ``RunResult``: ``rows`` failures first, ``summary`` as ``summarize`` gives it,
       ``resumed`` the rows kept from the earlier run.
@@ -53,13 +67,22 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     check_out(KIND, out, resume=resume)  # before any work: a refused folder is one line
     one_of("dtype", dtypes or (), FLOAT_DTYPES)
     check_backend_names(backends or ())
+    expect(isinstance(max_change, (int, float)) and max_change >= 0, "max_change",
+           "a number >= 0", repr(max_change))
+    saved = load_baseline(baseline) if baseline is not None else None
+    if save_baseline is not None:
+        check_output_file(save_baseline, "save_baseline", "a baseline", (".json",))
     if cases is None or all(isinstance(c, str) for c in cases):
         cases = select_cases(load_cases(case_dirs), cases or None)
     jobs = [(case, dtype) for case in cases for dtype in case.dtypes
             if dtypes is None or dtype in dtypes]
-    names = list(dict.fromkeys(backends)) if backends else backend_names()
     bar = Progress("compare (preparing cases)", total=len(cases), unit="cases",
                    enabled=progress, leave=False)
+    known = known_of(known_issues, functions) if known_issues is not None else None
+    added = add_functions(functions, convention=convention, device=device, known_issues=known,
+                          say=bar.say)
+    names = (list(dict.fromkeys([*(backends or ()), *added])) if backends or added
+             else backend_names())
     bar.note("loading backends")
     ready, failed = _load(names)
     # warm-ups (a numba compile: ~40 s cold) run while the cases build and the other
@@ -78,8 +101,25 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         if plot and (df["case"] != "*").any():
             from ctcbench.compare.plot import plot_margins
             files.append(plot_margins(df, run.run_dir / "margins.png"))
-    return RunResult(run.run_dir, df, summarize(df, run.run_dir), run.environment,
-                     resumed=len(kept), files=files)
+        summary = summarize(df, run.run_dir)
+        raw = [r for r in run.rows() if r.get("status") in ("ok", "mismatch", "known")]
+        if save_baseline is not None:
+            count = write_baseline(raw, save_baseline,
+                                   backend_versions=backend_versions(ready))
+            summary["baseline_saved"] = f"saved {count} rows' numbers to {save_baseline}"
+        if saved is not None:
+            moved, said = against_baseline(raw, saved, max_change)
+            summary["baseline"] = {"moved": moved, "compared": said}
+            summary["failed"] = bool(summary["failed"] or moved)
+    return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept), files=files)
+
+
+def known_of(path, targets) -> dict[str, dict[str, str]]:
+    """Target -> ``{"case-glob/dtype-glob": reason}``: the issues of an implementer's
+    known_issues.toml (the format of cases/known_issues.toml, ``backend = "pkg.mod:name"``)."""
+    issues = load_known_issues(path)
+    return {t: {f"{c}/{d}": i.reason for i in issues if i.backend == t
+                for c in i.cases for d in i.dtypes} for t in targets}
 
 
 def _in_background(fn, *args) -> Future:

@@ -106,3 +106,13 @@ def format_table(df: pd.DataFrame, *, run_dir=None, reason_width: int = 70) -> s
     if s["run_dir"]:
         tail += f"; results in {s['run_dir']}"
     return "\n".join(lines + [tail])
+
+
+def baseline_lines(summary) -> list[str]:
+    """What ``--baseline`` found: the rows that moved, then what was compared."""
+    found = summary.get("baseline")
+    if found is None:
+        return []
+    verdict = (f"baseline FAILED: {len(found['moved'])} rows moved" if found["moved"]
+               else "baseline ok: nothing moved")
+    return [*(f"moved  {m}" for m in found["moved"]), f"{verdict}; {found['compared']}"]

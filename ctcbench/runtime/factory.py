@@ -2,11 +2,15 @@
 and a worker process (rebuilding the backend there) share.
 
 A table entry is a ``"module:attr"`` string, an entry point, or the class or zero-argument
-function itself; a worker process gets the ``"module:attr"`` form only.
+function itself, or a ``functools.partial`` of one with JSON keyword arguments (a user's CTC
+function: ``backends/function.py``); a worker process gets the ``"module:attr"`` form only,
+followed by ``" {json keyword arguments}"`` for a partial.
 """
 from __future__ import annotations
 
+import functools
 import importlib
+import json
 
 
 def _is_entry_point(target) -> bool:
@@ -16,8 +20,10 @@ def _is_entry_point(target) -> bool:
 def load_factory(target):
     """The class or factory a table entry (``"module:attr"``, entry point, callable) names."""
     if isinstance(target, str):
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        path, _, kwargs = target.partition(" ")
+        module, _, attr = path.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+        return functools.partial(factory, **json.loads(kwargs)) if kwargs else factory
     if _is_entry_point(target):
         return target.load()
     return target
@@ -30,6 +36,8 @@ def factory_spec(target, factory) -> str:
         return target
     if _is_entry_point(target):
         return target.value
+    if isinstance(factory, functools.partial) and not factory.args:
+        return f"{factory_spec(factory.func, factory.func)} {json.dumps(factory.keywords)}"
     module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
     if module is None or "<" in qualname or module == "__main__":
         raise ValueError(f"backend factory {factory!r}: expected an importable module-level class "

@@ -31,6 +31,7 @@ import traceback
 
 import numpy as np
 
+from ctcbench.errors import InputError
 from ctcbench.runtime.protocol import (
     BackendCrashed,
     BackendResult,
@@ -82,7 +83,8 @@ def _read_exact_blocking(stream, n: int) -> bytes | None:
 def _error_header(exc: BaseException) -> dict:
     return {"ok": False, "type": type(exc).__name__, "message": str(exc),
             "reason": getattr(exc, "reason", None), "hint": getattr(exc, "hint", None),
-            "traceback": traceback.format_exc()}
+            "name": getattr(exc, "name", None) if isinstance(exc, InputError) else None,
+            "problem": getattr(exc, "problem", None), "traceback": traceback.format_exc()}
 
 
 def _raise_remote(header: dict, name: str):
@@ -91,6 +93,8 @@ def _raise_remote(header: dict, name: str):
         raise BackendUnavailable(header.get("reason") or message, header.get("hint"))
     if kind == "UnsupportedProblem":
         raise UnsupportedProblem(message)
+    if header.get("name") and header.get("problem"):  # an InputError: what the user gave
+        raise InputError(header["name"], header["problem"])
     if kind in ("ValueError", "TypeError"):
         raise {"ValueError": ValueError, "TypeError": TypeError}[kind](message)
     raise WorkerError(f"backend {name!r} raised {kind}: {message}", header.get("traceback", ""))

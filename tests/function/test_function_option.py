@@ -1,0 +1,110 @@
+"""``ctcbench compare --function``: a user's CTC function as a backend, and every mistake in
+the option as one line. The oracles are the case library's known answers (brute force,
+published values) that compare checks against."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctcbench.cli import cli
+from ctcbench.runtime.registry import unregister_backend
+
+IMPLEMENTATIONS = Path(__file__).parent.parent / "implementations"
+# a few cases of each kind: published values, repeats (where the planted bug shows), blanks
+CASES = ("tf_basic", "toy_alpha_beta", "repeat_perfect_vs_blank", "single_alignment_repeats",
+         "blank_first_vs_last", "empty_target", "infeasible_target", "ragged_batch")
+
+
+@pytest.fixture
+def in_implementations(monkeypatch):
+    """Run in tests/implementations, the way a user runs ctcbench beside their module."""
+    monkeypatch.chdir(IMPLEMENTATIONS)
+    monkeypatch.setenv("CTCBENCH_THREADS", "1")
+    yield IMPLEMENTATIONS
+
+needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                               reason="needs jax (pip install 'ctcbench[jax]')")
+
+
+def compare(tmp_path, *args):
+    case_args = [a for c in CASES for a in ("--case", c)]
+    res = CliRunner().invoke(cli, ["compare", *args, *case_args, "--dtype", "float64",
+                                   "--no-plot", "--out", str(tmp_path / "run"),
+                                   "--format", "json"])
+    return res
+
+
+def rows_of(res, name):
+    return [r for r in json.loads(res.stdout)["rows"] if r["backend"] == name]
+
+
+@pytest.fixture(autouse=True)
+def forget_functions():
+    yield
+    for name in ("torch_ctc:ctc_loss", "torch_ctc:ctc_loss_skips_repeats", "numpy_ctc:ctc_loss",
+                 "numpy_ctc:ctc_loss_skips_repeats", "jax_ctc:ctc_loss",
+                 "jax_ctc:ctc_loss_skips_repeats", "bad_functions:wrong_shape"):
+        try:
+            unregister_backend(name)
+        except KeyError:
+            pass
+
+
+@pytest.mark.parametrize("module, convention", [
+    ("torch_ctc", None), ("numpy_ctc", "numpy"),
+    pytest.param("jax_ctc", None, marks=needs_jax)])
+def test_a_correct_function_passes_and_its_planted_bug_fails_on_repeats(
+        tmp_path, in_implementations, module, convention):
+    extra = ["--convention", convention] if convention else []
+    good = compare(tmp_path / "good", "--function", f"{module}:ctc_loss", *extra)
+    assert good.exit_code == 0, good.output
+    rows = rows_of(good, f"{module}:ctc_loss")
+    assert {r["case"] for r in rows} == set(CASES) and all(r["status"] == "ok" for r in rows)
+    bad = compare(tmp_path / "bad", "--function", f"{module}:ctc_loss_skips_repeats", *extra)
+    assert bad.exit_code == 1
+    failed = {r["case"] for r in rows_of(bad, f"{module}:ctc_loss_skips_repeats")
+              if r["status"] == "mismatch"}
+    # the bug lets "aa" be read as "a": only targets with a repeated label can show it
+    assert {"repeat_perfect_vs_blank", "single_alignment_repeats"} <= failed
+    assert "toy_alpha_beta" not in failed and "empty_target" not in failed
+
+
+def one_line_error(tmp_path, *args):
+    res = CliRunner().invoke(cli, ["compare", *args, "--case", "toy_alpha_beta", "--no-plot",
+                                   "--out", str(tmp_path / "run")])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code in (1, 2) and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "run").exists()
+    return lines[-1]
+
+
+@pytest.mark.parametrize("target, words", [
+    ("torch_ctc", "PKG.MOD:NAME"),
+    ("no_such_module:ctc", "no module 'no_such_module'"),
+    ("torch_ctc:no_such_name", "a name 'no_such_name' in torch_ctc"),
+    ("torch_ctc:NEG", "a callable CTC function"),
+    ("bad_functions:two_params", "--convention: expected one of torch, optax, keras, numpy"),
+    ("bad_functions:wrong_shape", "one loss per sequence"),
+    ("bad_functions:raises_on_import", "a module 'bad_functions_import' that imports"),
+])
+def test_each_mistake_in_the_option_is_one_line_naming_it(tmp_path, in_implementations,
+                                                          target, words):
+    if target == "bad_functions:raises_on_import":
+        target = "bad_functions_import:ctc"
+    line = one_line_error(tmp_path, "--function", target)
+    assert line.startswith("Error: --") and words in line, line
+
+
+def test_a_missing_framework_names_the_extra(monkeypatch):
+    """The framework check itself: jax hidden from the import system, in this process."""
+    import importlib.util as util
+
+    from ctcbench.backends.function import FunctionBackend
+    from ctcbench.errors import InputError
+    real = util.find_spec
+    monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == "jax" else real(name, *a))
+    backend = FunctionBackend("implementations.numpy_ctc:ctc_loss", convention="optax")
+    with pytest.raises(InputError, match=r"jax missing \(pip install 'ctcbench\[jax\]'\)"):
+        backend.prepare()
