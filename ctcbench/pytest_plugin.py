@@ -14,6 +14,7 @@ Installed as a ``pytest11`` entry point, it does nothing unless an option asks.
 """
 from __future__ import annotations
 
+import functools
 import tempfile
 from dataclasses import dataclass
 
@@ -62,11 +63,18 @@ def pytest_configure(config):
             raise pytest.UsageError(message) from None
 
 
+@functools.lru_cache(maxsize=1)
+def _library() -> dict:
+    """The built-in case library, by name, read once per session."""
+    from ctcbench.caselib.library import load_cases
+    return {c.name: c for c in load_cases(None)}
+
+
 def _pairs(config) -> list[tuple[str, str]]:
     """(case, dtype) of every selected case, in the library's order."""
-    from ctcbench.caselib.library import load_cases, select_cases
+    from ctcbench.caselib.library import select_cases
     dtypes = _option(config, "dtype") or None
-    cases = select_cases(load_cases(None), _option(config, "case") or None)
+    cases = select_cases(list(_library().values()), _option(config, "case") or None)
     return [(c.name, d) for c in cases for d in c.dtypes if dtypes is None or d in dtypes]
 
 
@@ -133,7 +141,10 @@ _ROWS = pytest.StashKey[dict]()
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
 def pytest_collection_modifyitems(session, config, items):
     for target in dict.fromkeys(_option(config, "function")):
-        items.extend(FunctionTests.from_parent(session, name=target).collect())
+        collector = FunctionTests.from_parent(session, name=target, nodeid=target)
+        report = config.hook.pytest_make_collect_report(collector=collector)
+        config.hook.pytest_collectreport(report=report)  # counted in "collected N items"
+        items.extend(report.result)
 
 
 @dataclass(frozen=True)
@@ -160,10 +171,9 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def ctc_case(request) -> CTCCase:
     """A case of the library (see the module's docstring); built when a test uses it."""
-    from ctcbench.caselib.library import load_cases, select_cases
     from ctcbench.compare.checks import prepare
     name, dtype = request.param
-    prep = prepare(select_cases(load_cases(None), [name])[0], dtype)
+    prep = prepare(_library()[name], dtype)
     if not prep.problems:
         pytest.skip(f"{name} is a case the API must refuse (no answer to compare with)")
     answer = prep.answers[0]

@@ -79,7 +79,8 @@ def assert_ctc_conformant(fn, *, cases=None, dtypes=None, convention: str | None
                      known_issues=known_issues, out=f"{out}/compare", progress=False)
     rows = [r for r in result.rows.to_dict("records")
             if r["backend"] == target and r["status"] in FAILING]
-    tolerances = (read_meta(result.run_dir) or {}).get("tolerances", {})  # "case/dtype" ->
+    config = (read_meta(result.run_dir) or {}).get("config") or {}
+    tolerances = config.get("tolerances", {})  # "case/dtype" -> compare's tolerance
     lines = [describe({**r, "tolerance": _bound(tolerances.get(f"{r['case']}/{r['dtype']}"))},
                       convention) for r in rows]
     if fuzz_budget:

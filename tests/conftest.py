@@ -43,6 +43,7 @@ def random_problem(rng: np.random.Generator, *, T: int, N: int, C: int, L: int, 
 # a trained model). The README's test command leaves them out (pyproject's addopts:
 # -m 'not long'); CI runs them too (`pytest -m long`, .ci/run).
 LONG = {
+    "function/test_ci_recipes.py::test_the_recipe_passes_a_correct_binding_and_fails_the_planted_bug",
     "backends/test_numba_backend.py::test_float32_compute_matches_brute_force_within_the_float32_bound",
     "backends/test_numba_backend.py::test_float32_compute_on_long_random_samples",
     "backends/test_numba_backend.py::test_float32_compute_on_the_case_library",

@@ -48,6 +48,7 @@ def add_function(target: str, *, convention: str | None = None, device: str = "c
                                                device=device, known_issues=known_issues or {}),
                      replace=True)
     backend = get_backend(target)
+    backend.close()  # a worker left from an earlier call holds the module as it was then
     try:
         return target, _probe_note(backend)
     except InputError:
