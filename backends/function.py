@@ -246,8 +246,22 @@ class _Optax:
     def __init__(self, backend: FunctionBackend):
         import jax
         jax.config.update("jax_enable_x64", True)
-        self.jax, self.backend, self.jitted = jax, backend, True
+        self.jax, self.backend, self.jitted, self.steps = jax, backend, True, {}
         self.note = "; under jax.jit"
+
+    def _step(self, kwargs: dict, jitted: bool):
+        """The loss and gradient of ``sum(w * loss)``, one per blank argument (jax.jit then
+        compiles once per shape, as a user's jitted training step does)."""
+        key = (tuple(sorted(kwargs.items())), jitted)
+        if key not in self.steps:
+            jax, fn = self.jax, self.backend.fn
+
+            def total(logits, logit_pad, labels, label_pad, w):
+                loss = fn(logits, logit_pad, labels, label_pad, **kwargs)  # (N,)
+                return (loss * w).sum(), loss
+            step = jax.value_and_grad(total, has_aux=True)
+            self.steps[key] = jax.jit(step) if jitted else step
+        return self.steps[key]
 
     def __call__(self, problem, w, kwargs):
         jax, b = self.jax, self.backend
@@ -257,22 +271,16 @@ class _Optax:
         args = (problem.clean_logits(dtype).transpose(1, 0, 2),  # (N, T, C)
                 (np.arange(T)[None, :] >= inputs[:, None]).astype(dtype),  # (N, T) 1 = padding
                 problem.targets.astype(np.int32),  # (N, S)
-                (np.arange(S)[None, :] >= lengths[:, None]).astype(dtype))  # (N, S)
-
-        def total(logits, *rest):
-            loss = b.fn(logits, *rest, **kwargs)  # (N,)
-            return (loss * w.astype(dtype)).sum(), loss
-
-        step = jax.value_and_grad(total, has_aux=True)
-        if self.jitted:
-            try:
-                (_, loss), grad = jax.jit(step)(*args)
-            except jax.errors.JAXTypeError as exc:  # it branches on values: no jit
-                self.jitted, self.note = False, f"; not jitted ({type(exc).__name__})"
-                b.notes = [n.replace("; under jax.jit", self.note) for n in b.notes]
-                (_, loss), grad = step(*args)
-        else:
-            (_, loss), grad = step(*args)
+                (np.arange(S)[None, :] >= lengths[:, None]).astype(dtype),  # (N, S)
+                w.astype(dtype))  # (N,)
+        try:
+            (_, loss), grad = self._step(kwargs, self.jitted)(*args)
+        except jax.errors.JAXTypeError as exc:  # it branches on values: no jit
+            if not self.jitted:
+                raise
+            self.jitted, self.note = False, f"; not jitted ({type(exc).__name__})"
+            b.notes = [n.replace("; under jax.jit", self.note) for n in b.notes]
+            (_, loss), grad = self._step(kwargs, False)(*args)
         return np.asarray(loss), np.asarray(grad).transpose(1, 0, 2)
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 
 from ctcbench import __version__
-from ctcbench.cli_options import format_option, function_options, list_option, out_options
+from ctcbench.cli_options import (format_option, function_options, list_option, one_backend,
+                                  out_options, with_functions)
 from ctcbench.cli_types import Number, OneOf
 from ctcbench.cluster import EXECUTORS
 from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
@@ -223,6 +224,7 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
                    "such as 1,2 measures each count (one row per count, thread-scaling plot).")
 @click.option("--dtype", type=OneOf(["float64", "float32"]), default="float64",
               show_default=True, help="Logits dtype handed to every backend.")
+@function_options("Time", known_issues=False)
 @format_option("table", "json", "csv")
 @out_options("bench")
 @click.option("--baseline", type=click.Path(exists=True), default=None,
@@ -230,12 +232,14 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
 @click.option("--fail-on", "fail_on", multiple=True, metavar="METRIC:PCT",
               help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
                    "over the baseline, e.g. time:20%.")
-def bench(backend_names, grid, repeat, threads, dtype, fmt, out, resume, baseline, fail_on):
+def bench(backend_names, grid, repeat, threads, dtype, functions, convention, device, fmt, out,
+          resume, baseline, fail_on):
     """Time forward+backward and peak memory of every backend over a size grid."""
     from ctcbench.bench.run import bench as run_bench, format_table, records
     from ctcbench.files import to_json
     from ctcbench.runtime.threads import thread_counts
     threads = thread_counts(threads, "--threads")  # the error names the option
+    backend_names = with_functions(backend_names, functions, convention, device)
     result = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
                        dtype=dtype, out=out, resume=resume, baseline=baseline, fail_on=fail_on)
     finish_run(result)
@@ -342,7 +346,9 @@ def predict(checkpoint, images, beam, fmt):
 
 
 @cli.command()
-@click.option("--backend", "backend_name", required=True, metavar="NAME", help="Backend to fuzz.")
+@click.option("--backend", "backend_name", default=None, metavar="NAME",
+              help="Backend to fuzz (or --function).")
+@function_options("Fuzz", known_issues=False)
 @click.option("--against", default=REFERENCE, show_default=True, metavar="NAME",
               help="Backend taken as right (the float64 reference by default).")
 @click.option("--budget", type=Number(float, min=0, open=True), default=60.0,
@@ -364,11 +370,12 @@ def predict(checkpoint, images, beam, fmt):
                    "[default: min(2, CPUs)] or --scheduler [default: its workers].")
 @out_options("fuzz", resume_note=" (its stored failures are replayed first)")
 @format_option("table", "json")
-def fuzz(backend_name, against, budget, seed, dtypes, executor, scheduler, jobs, out, resume,
-         fmt):
+def fuzz(backend_name, functions, convention, device, against, budget, seed, dtypes, executor,
+         scheduler, jobs, out, resume, fmt):
     """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
     from ctcbench.fuzz.run import fuzz as run_fuzz, summary_text
     from ctcbench.files import to_json
+    backend_name, named = one_backend(backend_name, functions, convention, device)
     result = run_fuzz(backend_name, against=against, budget=budget, seed=seed,
                       dtypes=dtypes or None, out=out, resume=resume, executor=executor,
                       scheduler=scheduler, jobs=jobs)
@@ -377,7 +384,7 @@ def fuzz(backend_name, against, budget, seed, dtypes, executor, scheduler, jobs,
     if fmt == "json":
         click.echo(to_json({**found, "run_dir": str(result.run_dir)}, indent=2))
     else:
-        click.echo(summary_text(found, backend_name, against))
+        click.echo(summary_text(found, backend_name, against, named))
     if found["found"]:
         raise SystemExit(1)
 

@@ -42,17 +42,19 @@ def out_options(kind: str, resume_note: str = ""):
     return decorate
 
 
-def function_options(verb: str):
+def function_options(verb: str, *, known_issues: bool = True):
     """``--function PKG.MOD:NAME`` (repeatable), ``--convention``, ``--device`` and
     ``--known-issues``: a user's
     CTC function as a backend (``ctcbench.runtime.functions``), beside ``--backend``."""
     from ctcbench.runtime.functions import CONVENTIONS, DEVICES
 
     def decorate(fn):
-        fn = click.option("--known-issues", type=click.Path(dir_okay=False, exists=True),
-                          default=None, metavar="FILE.toml",
-                          help="Your known_issues.toml: the failures of a --function it lists "
-                               "(its backend = PKG.MOD:NAME) are known, not failing.")(fn)
+        if known_issues:
+            fn = click.option("--known-issues", type=click.Path(dir_okay=False, exists=True),
+                              default=None, metavar="FILE.toml",
+                              help="Your known_issues.toml: the failures of a --function it "
+                                   "lists (its backend = PKG.MOD:NAME) are known, not "
+                                   "failing.")(fn)
         fn = click.option("--device", type=OneOf(DEVICES), default="cpu", show_default=True,
                           help="Where a torch-convention --function runs.")(fn)
         fn = click.option("--convention", type=OneOf(CONVENTIONS), default=None,
@@ -65,3 +67,27 @@ def function_options(verb: str):
                                  f"worker process (repeatable; the current folder is on the "
                                  f"path). With no --backend, only the functions.")(fn)
     return decorate
+
+
+def with_functions(backends, functions, convention, device) -> list[str] | None:
+    """``backends`` and the names of ``functions`` registered as backends (each probed in its
+    worker; what was found is said on stderr); None when neither was given."""
+    if not functions:
+        return list(backends) if backends else None
+    from ctcbench.runtime.functions import add_functions
+    said = add_functions(functions, convention=convention, device=device,
+                         say=lambda line: click.echo(line, err=True))
+    return list(dict.fromkeys([*(backends or ()), *said]))
+
+
+def one_backend(backend, functions, convention, device) -> tuple[str, str]:
+    """The one backend a command takes, ``--backend NAME`` or ``--function PKG.MOD:NAME``:
+    its name and the options that name it in a command to reproduce a find."""
+    given = bool(backend) + len(functions)
+    if given != 1:
+        raise click.UsageError(f"--backend: expected one backend (--backend NAME or --function "
+                               f"PKG.MOD:NAME), got {given}")
+    if backend:
+        return backend, f"--backend {backend}"
+    name = with_functions((), functions, convention, device)[0]
+    return name, f"--function {name}" + (f" --convention {convention}" if convention else "")

@@ -42,6 +42,9 @@ def random_problem(rng: np.random.Generator, *, T: int, N: int, C: int, L: int, 
 # test needs (numba's float32 compute: ~70 s of cold compile; the whole library's compare;
 # a trained model). The README's test command leaves them out (pyproject's addopts:
 # -m 'not long'); CI runs them too (`pytest -m long`, .ci/run).
+# a project under test that tests/function/test_ci_recipes.py copies and runs, not our tests
+collect_ignore = ["function/scratch"]
+
 LONG = {
     "function/test_ci_recipes.py::test_the_recipe_passes_a_correct_binding_and_fails_the_planted_bug",
     "backends/test_numba_backend.py::test_float32_compute_matches_brute_force_within_the_float32_bound",

@@ -101,9 +101,10 @@ def _loaded(name: str, option: str):
         raise ValueError(f"{option}: {name!r} cannot run here: {exc}") from None
 
 
-def summary_text(found: dict, backend_name: str, against: str) -> str:
+def summary_text(found: dict, backend_name: str, against: str, named: str | None = None) -> str:
     """A search's summary for people: what it tried and, when it found one, the problem, its
-    case file and the command that reproduces it."""
+    case file and the command that reproduces it (``named``: the options naming the backend
+    there, default ``--backend NAME``)."""
     lines = [f"fuzz {backend_name} against {against}: {found['tried']} problems in "
              f"{found['seconds']:.0f} s"]
     if not found["found"]:
@@ -115,4 +116,4 @@ def summary_text(found: dict, backend_name: str, against: str) -> str:
         f"input_lengths={size['input_lengths']} blank={size['blank']} {found['dtype']}",
         f"case file: {found['case_file']}",
         f"reproduce: ctcbench compare --cases {Path(found['case_file']).parent} "
-        f"--backend {backend_name}"])
+        f"{named or f'--backend {backend_name}'}"])

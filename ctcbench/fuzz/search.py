@@ -4,6 +4,7 @@ failure is shrunk and written as a case file. ``fuzz.run`` makes one search, ``f
 one per worker of a cluster."""
 from __future__ import annotations
 
+import re
 import sys
 import time
 import warnings
@@ -144,7 +145,7 @@ def search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress,
                "found": state["failing"] is not None}
     if state["failing"] is not None:
         build, dtype, what, judged_by = state["failing"]  # the last one: hypothesis's shrunk one
-        name = f"fuzz_{backend.name}".replace("-", "_").lower()
+        name = re.sub(r"[^a-z0-9_]", "_", f"fuzz_{backend.name}".lower())  # a case name
         expect = {}
         if what.startswith(DIFFERENT_CALLS):  # the replay must call as often as it took here
             expect = {"deterministic": True, "calls": calls_showing(backend, build, dtype)}

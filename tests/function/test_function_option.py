@@ -108,3 +108,34 @@ def test_a_missing_framework_names_the_extra(monkeypatch):
     backend = FunctionBackend("implementations.numpy_ctc:ctc_loss", convention="optax")
     with pytest.raises(InputError, match=r"jax missing \(pip install 'ctcbench\[jax\]'\)"):
         backend.prepare()
+
+
+def test_fuzz_finds_the_planted_bug_and_its_reproduce_line_fails_it(tmp_path,
+                                                                     in_implementations):
+    res = CliRunner().invoke(cli, ["fuzz", "--function", "numpy_ctc:ctc_loss_skips_repeats",
+                                   "--convention", "numpy", "--budget", "30", "--dtype",
+                                   "float64", "--out", str(tmp_path / "fuzz")])
+    assert res.exit_code == 1, res.output
+    line = next(x for x in res.stdout.splitlines() if x.startswith("reproduce: "))
+    words = line.removeprefix("reproduce: ctcbench ").split()
+    assert words[-4:] == ["--function", "numpy_ctc:ctc_loss_skips_repeats", "--convention",
+                          "numpy"]
+    again = CliRunner().invoke(cli, [*words, "--out", str(tmp_path / "again"), "--no-plot"])
+    assert again.exit_code == 1 and "mismatch" in again.stdout, again.output
+
+
+def test_bench_times_a_function_beside_torch(tmp_path, in_implementations):
+    grid = tmp_path / "grid.csv"
+    grid.write_text("T,N,C,L\n20,2,5,4\n")
+    res = CliRunner().invoke(cli, ["bench", "--function", "numpy_ctc:ctc_loss", "--convention",
+                                   "numpy", "--grid", str(grid), "--repeat", "2", "--format",
+                                   "json", "--out", str(tmp_path / "bench")])
+    assert res.exit_code == 0, res.output
+    rows = {r["backend"]: r for r in json.loads(res.stdout)}
+    assert rows["numpy_ctc:ctc_loss"]["status"] == "ok" and rows["torch"]["status"] == "ok"
+    assert rows["numpy_ctc:ctc_loss"]["time_median_s"] > 0
+
+
+def test_fuzz_takes_one_backend(tmp_path):
+    res = CliRunner().invoke(cli, ["fuzz", "--backend", "numpy", "--function", "a.b:c"])
+    assert res.exit_code == 2 and "--backend: expected one backend" in res.output
