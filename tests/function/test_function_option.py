@@ -45,7 +45,8 @@ def forget_functions():
     yield
     for name in ("torch_ctc:ctc_loss", "torch_ctc:ctc_loss_skips_repeats", "numpy_ctc:ctc_loss",
                  "numpy_ctc:ctc_loss_skips_repeats", "jax_ctc:ctc_loss",
-                 "jax_ctc:ctc_loss_skips_repeats", "bad_functions:wrong_shape"):
+                 "jax_ctc:ctc_loss_skips_repeats", "bad_functions:wrong_shape",
+                 "keras_ctc:ctc_loss"):
         try:
             unregister_backend(name)
         except KeyError:
@@ -139,3 +140,15 @@ def test_bench_times_a_function_beside_torch(tmp_path, in_implementations):
 def test_fuzz_takes_one_backend(tmp_path):
     res = CliRunner().invoke(cli, ["fuzz", "--backend", "numpy", "--function", "a.b:c"])
     assert res.exit_code == 2 and "--backend: expected one backend" in res.output
+
+
+@pytest.mark.skipif(importlib.util.find_spec("keras") is None,
+                    reason="needs keras (pip install 'ctcbench[keras]')")
+def test_a_keras_convention_function_is_read_off_and_checked(tmp_path, in_implementations):
+    res = CliRunner().invoke(cli, ["compare", "--function", "keras_ctc:ctc_loss", "--case",
+                                   "toy_alpha_beta", "--case", "blank_first_vs_last",
+                                   "--dtype", "float32", "--no-plot", "--format", "json",
+                                   "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert "keras_ctc:ctc_loss: keras convention (read off its parameters)" in res.output
+    assert {r["status"] for r in rows_of(res, "keras_ctc:ctc_loss")} == {"ok"}
