@@ -53,10 +53,11 @@ def _ctc(logits, targets, input_lengths, target_lengths, blank, repeat_rule):
         if ll == -np.inf:
             loss[n] = np.inf  # no path: infinite, gradient zero
             continue
-        loss[n] = -ll
+        loss[n] = max(-ll, 0.0)  # a probability above 1 is rounding
+        through = np.where(np.isneginf(e), -np.inf, a + b - np.where(np.isneginf(e), 0, e))
         gamma = np.full((Tn, C), -np.inf)  # log of the paths' mass on each class
         for s, c in enumerate(ext):
-            gamma[:, c] = _log_sum(gamma[:, c], a[:, s] + b[:, s] - e[:, s])
+            gamma[:, c] = _log_sum(gamma[:, c], through[:, s])
         grad[:Tn, n] = np.exp(lp[:Tn, n]) - np.exp(gamma - ll)
     return loss, grad
 
