@@ -1,27 +1,14 @@
-"""Known issues: what a built-in backend is known to get wrong on cases of the library.
+"""Known issues and the atlas, the two tables of upstream CTC bugs beside the cases.
 
-The table is one data file beside the cases, ``cases/known_issues.toml`` (installed as
-``ctcbench.cases``), one ``[[issue]]`` per upstream bug or limit::
-
-    [[issue]]
-    backend = "warpctc"                        # a built-in backend's name
-    cases = ["empty_target", "torch_empty_*"]  # case-name globs
-    dtypes = ["*"]                             # dtype globs
-    reason = "SIGFPE when every target in the batch is empty"
-    seen_with = "paddlepaddle 3.3.1"           # the upstream release it was seen with
-    url = "https://..."                        # optional: the issue or source that shows it
-    atlas = "warpctc-sigfpe-all-empty-targets" # optional: its entry in the atlas
-
-The atlas, ``cases/atlas.toml``, is the wider table it grows into: one ``[[entry]]`` per real
-CTC bug that can be stated as a problem (the implementation, the upstream thread, the releases
-known in and fixed in, CPU or GPU only, and where a library case shows it, that backend, case
-and dtype); ``ctcbench atlas`` tries those on the installed stack.
-
-``compare`` records a failing row that an issue matches as ``known``. A malformed file is one
-``ValueError`` naming the file and the field.
+``cases/known_issues.toml`` has one ``[[issue]]`` per bug of a built-in backend (``compare``
+records a failing row an issue matches as ``known``); ``cases/atlas.toml`` one ``[[entry]]``
+per CTC bug stated as a problem (``ctcbench atlas`` tries them). One loader reads both: a row
+class's fields are its file's keys (required where there is no default), each with the check
+of its value. A malformed file is one ValueError, ``FILE: issue[3].dtypes: expected X, got Y``.
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
 import importlib.resources
@@ -33,115 +20,64 @@ from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.errors import expect, fail
 from ctcbench.files import read_text
 
-FILE_NAME = "known_issues.toml"  # in a case folder, this name holds the table, not cases
+FILE_NAME = "known_issues.toml"  # in a case folder, these two names hold tables, not cases
+ATLAS_FILE = "atlas.toml"
 FORMATS = (1,)
-_REQUIRED = ("backend", "cases", "dtypes", "reason", "seen_with")
-_OPTIONAL = ("url", "atlas")
+DEVICES = ("cpu", "gpu")
+
+
+# -- checks of one value: each returns the value as the row keeps it, or raises naming `where`
+def _value(ok, expected: str):
+    def check(value, where: str):
+        expect(ok(value), where, expected, repr(value))
+        return value
+    return check
+
+
+_text = _value(lambda v: isinstance(v, str) and bool(v) and v.strip() == v,
+               "a non-empty string without surrounding spaces")
+_url = _value(lambda v: isinstance(v, str) and v.startswith("https://") and " " not in v,
+              "an https:// address")
+
+
+def _one_of(choices: tuple[str, ...]):
+    return _value(lambda v: v in choices, f"one of {', '.join(choices)}")
+
+
+def _globs(what: str, matching: tuple[str, ...] = ()):
+    """A non-empty list of ``what`` globs, kept as a tuple, each matching one of ``matching``
+    where that is given."""
+    def check(value, where: str) -> tuple[str, ...]:
+        expect(isinstance(value, list) and bool(value)
+               and all(isinstance(g, str) and g for g in value),
+               where, f"a non-empty list of {what} globs", repr(value))
+        for glob in value if matching else ():
+            expect(bool(fnmatch.filter(matching, glob)), where,
+                   f"globs matching one of {', '.join(matching)}", repr(glob))
+        return tuple(value)
+    return check
+
+
+def _key(check=_text, default=dataclasses.MISSING):
+    """A row's field as a key of its file: required unless it has a default."""
+    return dataclasses.field(default=default, metadata={"check": check})
 
 
 @dataclass(frozen=True)
 class KnownIssue:
     """One upstream bug or limit of ``backend`` on the cases and dtypes its globs match."""
 
-    backend: str
-    cases: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    reason: str
-    seen_with: str
-    url: str | None = None
-    atlas: str | None = None  # the id of its entry in the atlas (atlas.toml)
+    backend: str = _key()  # a built-in backend's name
+    cases: tuple[str, ...] = _key(_globs("case-name"))
+    dtypes: tuple[str, ...] = _key(_globs("dtype", FLOAT_DTYPES))
+    reason: str = _key()
+    seen_with: str = _key()  # the upstream release it was seen with
+    url: str | None = _key(_url, None)
+    atlas: str | None = _key(default=None)  # the id of its entry in the atlas
 
     def matches(self, backend: str, case: str, dtype: str) -> bool:
         return (backend == self.backend and any(fnmatch.fnmatchcase(case, g) for g in self.cases)
                 and any(fnmatch.fnmatchcase(dtype, g) for g in self.dtypes))
-
-
-def _text(value, where: str) -> str:
-    expect(isinstance(value, str) and value.strip() == value and bool(value), where,
-           "a non-empty string without surrounding spaces", repr(value))
-    return value
-
-
-def _globs(value, where: str, what: str) -> tuple[str, ...]:
-    expect(isinstance(value, list) and bool(value) and all(isinstance(g, str) and g
-                                                           for g in value),
-           where, f"a non-empty list of {what} globs", repr(value))
-    return tuple(value)
-
-
-def _issue(raw, where: str) -> KnownIssue:
-    expect(isinstance(raw, dict), where, "a table ([[issue]])", type(raw).__name__)
-    unknown = sorted(set(raw) - set(_REQUIRED) - set(_OPTIONAL))
-    expect(not unknown, where, f"keys among {', '.join(_REQUIRED + _OPTIONAL)}",
-           ", ".join(map(repr, unknown)))
-    missing = [k for k in _REQUIRED if k not in raw]
-    expect(not missing, where, f"the keys {', '.join(_REQUIRED)}",
-           f"no {', '.join(missing)}")
-    dtypes = _globs(raw["dtypes"], f"{where}.dtypes", "dtype")
-    for glob in dtypes:
-        expect(bool(fnmatch.filter(FLOAT_DTYPES, glob)), f"{where}.dtypes",
-               f"globs matching one of {', '.join(FLOAT_DTYPES)}", repr(glob))
-    url = raw.get("url")
-    if url is not None:
-        expect(isinstance(url, str) and url.startswith("https://") and " " not in url,
-               f"{where}.url", "an https:// address", repr(url))
-    return KnownIssue(backend=_text(raw["backend"], f"{where}.backend"),
-                      cases=_globs(raw["cases"], f"{where}.cases", "case-name"), dtypes=dtypes,
-                      reason=_text(raw["reason"], f"{where}.reason"),
-                      seen_with=_text(raw["seen_with"], f"{where}.seen_with"), url=url,
-                      atlas=_text(raw["atlas"], f"{where}.atlas") if "atlas" in raw else None)
-
-
-def parse_known_issues(text: str, source: str) -> tuple[KnownIssue, ...]:
-    """The issues of a known-issues file's ``text``; errors name ``source`` and the field."""
-    issues = _tables(text, source, "issue")
-    return tuple(_issue(raw, f"{source}: issue[{i}]") for i, raw in enumerate(issues))
-
-
-def _tables(text: str, source: str, key: str) -> list:
-    """The ``[[key]]`` tables of a TOML file's ``text`` that holds ``format`` and them only."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        fail(source, "valid TOML", f"a parse error: {exc}")
-    unknown = sorted(set(data) - {"format", key})
-    expect(not unknown, source, f"the keys format and {key}", ", ".join(map(repr, unknown)))
-    expect(data.get("format") in FORMATS, f"{source}: format",
-           f"one of {', '.join(map(str, FORMATS))}", repr(data.get("format")))
-    tables = data.get(key)
-    expect(isinstance(tables, list) and bool(tables), f"{source}: {key}",
-           f"a list of [[{key}]] tables", type(tables).__name__ if tables is not None else "none")
-    return tables
-
-
-@functools.cache
-def _builtin() -> tuple[KnownIssue, ...]:
-    path = importlib.resources.files("ctcbench.cases") / FILE_NAME
-    return parse_known_issues(read_text(path, FILE_NAME), FILE_NAME)
-
-
-def load_known_issues(path: str | Path | None = None) -> tuple[KnownIssue, ...]:
-    """The issues in the file ``path``; without one, the built-in table (read once)."""
-    if path is None:
-        return _builtin()
-    path = Path(path)
-    return parse_known_issues(read_text(path, path.name), path.name)
-
-
-def known_issue(backend: str, case: str, dtype: str, issues=None) -> KnownIssue | None:
-    """The first issue (of ``issues``, default the built-in table) that matches the row."""
-    for issue in load_known_issues() if issues is None else issues:
-        if issue.matches(backend, case, dtype):
-            return issue
-    return None
-
-
-# -- the atlas: every real CTC bug ctcbench knows of, stated as a problem --------------------
-ATLAS_FILE = "atlas.toml"  # beside known_issues.toml; in a case folder, never read as cases
-DEVICES = ("cpu", "gpu")
-_ENTRY_REQUIRED = ("id", "implementation", "problem", "device", "source")
-_ENTRY_OPTIONAL = ("url", "known_in", "fixed_in", "backend", "case", "dtype")
-_TRY = ("backend", "case", "dtype")  # given together, or not at all
 
 
 @dataclass(frozen=True)
@@ -150,17 +86,17 @@ class AtlasEntry:
     (``source``, ``url``), the releases it is known in and fixed in, and, where a case of the
     library shows it, the ``backend``, ``case`` and ``dtype`` of that row."""
 
-    id: str
-    implementation: str
-    problem: str
-    device: str
-    source: str
-    url: str | None = None
-    known_in: str | None = None
-    fixed_in: str | None = None
-    backend: str | None = None
-    case: str | None = None
-    dtype: str | None = None
+    id: str = _key()
+    implementation: str = _key()
+    problem: str = _key()
+    device: str = _key(_one_of(DEVICES))
+    source: str = _key()
+    url: str | None = _key(_url, None)
+    known_in: str | None = _key(default=None)
+    fixed_in: str | None = _key(default=None)
+    backend: str | None = _key(default=None)
+    case: str | None = _key(default=None)
+    dtype: str | None = _key(_one_of(FLOAT_DTYPES), None)
 
     @property
     def tryable(self) -> bool:
@@ -168,52 +104,90 @@ class AtlasEntry:
         return self.case is not None
 
 
-def _url(value, where: str) -> str:
-    expect(isinstance(value, str) and value.startswith("https://") and " " not in value,
-           where, "an https:// address", repr(value))
-    return value
+@dataclass(frozen=True)
+class _Kind:
+    """A table file: its built-in name, its ``[[table]]`` key, the class of one row, the keys
+    given all together or not at all, and the key whose value no two rows share."""
+
+    file: str
+    table: str
+    row: type
+    together: tuple[str, ...] = ()
+    unique: str | None = None
 
 
-def _entry(raw, where: str) -> AtlasEntry:
-    expect(isinstance(raw, dict), where, "a table ([[entry]])", type(raw).__name__)
-    unknown = sorted(set(raw) - set(_ENTRY_REQUIRED) - set(_ENTRY_OPTIONAL))
-    expect(not unknown, where, f"keys among {', '.join(_ENTRY_REQUIRED + _ENTRY_OPTIONAL)}",
-           ", ".join(map(repr, unknown)))
-    missing = [k for k in _ENTRY_REQUIRED if k not in raw]
-    expect(not missing, where, f"the keys {', '.join(_ENTRY_REQUIRED)}", f"no {', '.join(missing)}")
-    given = [k for k in _TRY if k in raw]
-    expect(len(given) in (0, len(_TRY)), where, f"all of {', '.join(_TRY)} or none",
-           f"only {', '.join(given)}")
-    expect(raw["device"] in DEVICES, f"{where}.device", f"one of {', '.join(DEVICES)}",
-           repr(raw["device"]))
-    if "dtype" in raw:
-        expect(raw["dtype"] in FLOAT_DTYPES, f"{where}.dtype",
-               f"one of {', '.join(FLOAT_DTYPES)}", repr(raw["dtype"]))
-    values = {k: _text(raw[k], f"{where}.{k}") for k in raw if k != "url"}
-    if "url" in raw:
-        values["url"] = _url(raw["url"], f"{where}.url")
-    return AtlasEntry(**values)
+_ISSUES = _Kind(FILE_NAME, "issue", KnownIssue)
+_ATLAS = _Kind(ATLAS_FILE, "entry", AtlasEntry, together=("backend", "case", "dtype"),
+               unique="id")
 
 
-def parse_atlas(text: str, source: str) -> tuple[AtlasEntry, ...]:
-    """The entries of an atlas file's ``text``; errors name ``source`` and the field."""
-    raws = _tables(text, source, "entry")
-    entries = tuple(_entry(raw, f"{source}: entry[{i}]") for i, raw in enumerate(raws))
-    ids = [e.id for e in entries]
-    twice = sorted({i for i in ids if ids.count(i) > 1})
-    expect(not twice, f"{source}: entry ids", "each id once", ", ".join(twice))
-    return entries
+def _row(kind: _Kind, raw, where: str):
+    """One ``[[table]]`` as ``kind.row``: its keys are the row's fields, each value checked."""
+    fields = dataclasses.fields(kind.row)
+    keys = [f.name for f in fields]
+    required = [f.name for f in fields if f.default is dataclasses.MISSING]
+    expect(isinstance(raw, dict), where, f"a table ([[{kind.table}]])", type(raw).__name__)
+    unknown = sorted(set(raw) - set(keys))
+    expect(not unknown, where, f"keys among {', '.join(keys)}", ", ".join(map(repr, unknown)))
+    missing = [k for k in required if k not in raw]
+    expect(not missing, where, f"the keys {', '.join(required)}", f"no {', '.join(missing)}")
+    given = [k for k in kind.together if k in raw]
+    expect(len(given) in (0, len(kind.together)), where,
+           f"all of {', '.join(kind.together)} or none", f"only {', '.join(given)}")
+    return kind.row(**{f.name: f.metadata["check"](raw[f.name], f"{where}.{f.name}")
+                       for f in fields if f.name in raw})
+
+
+def _parse(kind: _Kind, text: str, source: str) -> tuple:
+    """The rows of a file's ``text`` that holds ``format`` and the ``[[table]]`` list only."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        fail(source, "valid TOML", f"a parse error: {exc}")
+    key = kind.table
+    unknown = sorted(set(data) - {"format", key})
+    expect(not unknown, source, f"the keys format and {key}", ", ".join(map(repr, unknown)))
+    expect(data.get("format") in FORMATS, f"{source}: format",
+           f"one of {', '.join(map(str, FORMATS))}", repr(data.get("format")))
+    raws = data.get(key)
+    expect(isinstance(raws, list) and bool(raws), f"{source}: {key}",
+           f"a list of [[{key}]] tables", type(raws).__name__ if raws is not None else "none")
+    rows = tuple(_row(kind, raw, f"{source}: {key}[{i}]") for i, raw in enumerate(raws))
+    if kind.unique:
+        values = [getattr(row, kind.unique) for row in rows]
+        twice = sorted({v for v in values if values.count(v) > 1})
+        expect(not twice, f"{source}: {key} {kind.unique}s", f"each {kind.unique} once",
+               ", ".join(twice))
+    return rows
 
 
 @functools.cache
-def _builtin_atlas() -> tuple[AtlasEntry, ...]:
-    path = importlib.resources.files("ctcbench.cases") / ATLAS_FILE
-    return parse_atlas(read_text(path, ATLAS_FILE), ATLAS_FILE)
+def _builtin(kind: _Kind) -> tuple:
+    path = importlib.resources.files("ctcbench.cases") / kind.file
+    return _parse(kind, read_text(path, kind.file), kind.file)
+
+
+def _load(kind: _Kind, path: str | Path | None) -> tuple:
+    """The rows of the file ``path``; without one, the built-in file (read once)."""
+    if path is None:
+        return _builtin(kind)
+    path = Path(path)
+    return _parse(kind, read_text(path, path.name), path.name)
+
+
+def load_known_issues(path: str | Path | None = None) -> tuple[KnownIssue, ...]:
+    """The issues in the file ``path``; without one, the built-in table (read once)."""
+    return _load(_ISSUES, path)
 
 
 def load_atlas(path: str | Path | None = None) -> tuple[AtlasEntry, ...]:
     """The entries of the atlas file ``path``; without one, the built-in atlas (read once)."""
-    if path is None:
-        return _builtin_atlas()
-    path = Path(path)
-    return parse_atlas(read_text(path, path.name), path.name)
+    return _load(_ATLAS, path)
+
+
+def known_issue(backend: str, case: str, dtype: str, issues=None) -> KnownIssue | None:
+    """The first issue (of ``issues``, default the built-in table) that matches the row."""
+    for issue in load_known_issues() if issues is None else issues:
+        if issue.matches(backend, case, dtype):
+            return issue
+    return None

@@ -1,4 +1,5 @@
-"""The known-issues table: its format, and that every issue names a real backend and real cases."""
+"""The known-issues table: every issue loads and names a registered backend and real cases,
+a row matches on backend, case glob and dtype glob, and a malformed file is one error."""
 from __future__ import annotations
 
 import fnmatch
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctcbench.caselib.known import known_issue, load_known_issues, parse_known_issues
+from ctcbench.caselib.known import KnownIssue, known_issue, load_known_issues
 from ctcbench.caselib.library import load_cases
 from ctcbench.runtime.registry import BUILTIN_BACKENDS
 
@@ -29,48 +30,67 @@ def library():
 
 
 @pytest.fixture(scope="module")
-def raw_issues():
-    """The file's issues as TOML reads them, without the loader under test."""
-    return tomllib.loads(TABLE.read_text())["issue"]
+def issues():
+    return load_known_issues()
 
 
-def test_the_builtin_table_loads(raw_issues):
-    """The installed table is the repository's file, one issue per [[issue]]."""
-    issues = load_known_issues()
-    assert len(issues) == len(raw_issues) > 0
-    assert [i.backend for i in issues] == [r["backend"] for r in raw_issues]
+def _load(tmp_path, text: str, name: str = "known.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return load_known_issues(path)
 
 
-def test_every_backend_is_a_builtin_one(raw_issues):
+def test_every_issue_of_the_file_loads(issues):
+    """The installed table is the repository's file, one issue per [[issue]], in its order."""
+    raw = tomllib.loads(TABLE.read_text())["issue"]
+    assert len(issues) == len(raw) > 0
+    assert [(i.backend, list(i.cases), i.reason) for i in issues] \
+        == [(r["backend"], r["cases"], r["reason"]) for r in raw]
+    assert load_known_issues(TABLE) == issues
+
+
+def test_every_backend_is_a_builtin_one(issues):
     """Each issue names a backend of the built-in table (plugins declare their own)."""
-    unknown = {r["backend"] for r in raw_issues} - set(BUILTIN_BACKENDS)
+    unknown = {i.backend for i in issues} - set(BUILTIN_BACKENDS)
     assert not unknown, unknown
 
 
-def test_every_case_glob_matches_a_case_of_the_library_in_a_listed_dtype(raw_issues, library):
+def test_every_case_glob_matches_a_case_of_the_library_in_a_listed_dtype(issues, library):
     """No issue is dead: each case glob matches a library case that runs in one of the
     issue's dtypes (a renamed case would leave its issue behind)."""
-    dead = []
-    for r in raw_issues:
-        for glob in r["cases"]:
-            hits = [c for c in library if fnmatch.fnmatchcase(c.name, glob)
-                    and any(fnmatch.fnmatchcase(d, g) for d in c.dtypes for g in r["dtypes"])]
-            if not hits:
-                dead.append(f"{r['backend']}: {glob} / {r['dtypes']}")
+    dead = [f"{i.backend}: {glob} / {i.dtypes}" for i in issues for glob in i.cases
+            if not any(fnmatch.fnmatchcase(c.name, glob)
+                       and any(i.matches(i.backend, c.name, d) for d in c.dtypes)
+                       for c in library)]
     assert not dead, dead
 
 
-def test_no_row_is_claimed_by_two_issues_of_one_backend(raw_issues, library):
-    """Each (backend, case, dtype) of the library has at most one reason."""
+def _claims(issues, library):
+    """Each (backend, case, dtype) row of the library an issue matches, with those issues."""
     claimed = {}
-    for i, r in enumerate(raw_issues):
+    for issue in issues:
         for c in library:
             for d in c.dtypes:
-                if any(fnmatch.fnmatchcase(c.name, g) for g in r["cases"]) and \
-                        any(fnmatch.fnmatchcase(d, g) for g in r["dtypes"]):
-                    claimed.setdefault((r["backend"], c.name, d), []).append(i)
-    twice = {k: v for k, v in claimed.items() if len(v) > 1}
+                if issue.matches(issue.backend, c.name, d):
+                    claimed.setdefault((issue.backend, c.name, d), []).append(issue)
+    return claimed
+
+
+def test_no_row_is_claimed_by_two_issues_of_one_backend(issues, library):
+    """Each (backend, case, dtype) of the library has at most one reason."""
+    twice = {k: [i.reason for i in v] for k, v in _claims(issues, library).items()
+             if len(v) > 1}
     assert not twice, twice
+
+
+def test_known_issue_finds_the_issue_of_each_row_it_claims(issues, library):
+    """The lookup compare uses gives each claimed row its issue, and none to the same case
+    and dtype on a backend that no issue names."""
+    claimed = _claims(issues, library)
+    assert claimed
+    for (backend, case, dtype), (issue,) in claimed.items():
+        assert known_issue(backend, case, dtype) is issue
+        assert known_issue("no-such-backend", case, dtype) is None
 
 
 def test_the_file_is_not_read_as_cases(library, tmp_path):
@@ -81,23 +101,19 @@ def test_the_file_is_not_read_as_cases(library, tmp_path):
     assert {c.source for c in load_cases(tmp_path)} == {"mine.toml"}
 
 
-@pytest.mark.parametrize("backend, case, dtype, reason", [
-    ("warpctc", "only_blank_class", "float64", "SIGFPE when every target in the batch is empty"),
-    ("tf", "ragged_batch", "float64", "the C++ kernel adds log-probabilities in float32 "
-                                      "(log1pf/expf) even for float64: ~1e-8 loss and ~1e-7 "
-                                      "gradient error"),
-    ("tf-dense", "peaked_logits_spread300_long", "float32",
-     "wrong finite loss (about half the answer) for logits spanning 300 over long inputs"),
-    ("tf", "peaked_logits_spread300_long", "float32",
-     "loss inf: the float32 kernel takes the log of softmax probabilities, which underflow to 0"),
-    ("tf-dense", "ragged_batch", "float64", None),  # tf's float64 issue is not tf-dense's
-    ("torch", "only_blank_class", "float64", None),
-    ("warpctc", "peaked_logits_spread300", "float64", None),
-])
-def test_known_issue_matches_backend_case_and_dtype(backend, case, dtype, reason):
-    """A row matches on backend name, a case glob and a dtype glob together."""
-    issue = known_issue(backend, case, dtype)
-    assert (issue.reason if issue else None) == reason
+def test_a_row_matches_on_backend_case_glob_and_dtype_glob_together(tmp_path):
+    """The backend name must be equal (not a prefix); a case glob and a dtype glob must both
+    match; the first matching issue gives the reason."""
+    table = _load(tmp_path, ONE.replace('cases = ["tf_basic"]', 'cases = ["tf_*", "x"]')
+                  .replace('dtypes = ["float32"]', 'dtypes = ["float*"]')
+                  + ONE[len("format = 1\n"):].replace("off by one", "second"))
+    first = table[0]
+    assert known_issue("tf", "tf_basic", "float64", table) is first
+    assert known_issue("tf", "x", "float16", table) is first
+    assert known_issue("tf", "tf_basic", "float32", table) is first  # not the second issue
+    for row in [("tf-dense", "tf_basic", "float32"), ("t", "tf_basic", "float32"),
+                ("tf", "basic", "float32"), ("tf", "tf_basic", "bfloat16")]:
+        assert known_issue(*row, table) is None, row
 
 
 BAD = [
@@ -135,16 +151,16 @@ BAD = [
 @pytest.mark.parametrize("text, message", BAD)
 def test_a_malformed_file_is_one_line_naming_file_and_field(tmp_path, text, message):
     """Each mistake is one ValueError that says which file, which issue and which field."""
-    path = tmp_path / "known.toml"
-    path.write_text(text)
     with pytest.raises(ValueError) as info:
-        load_known_issues(path)
+        _load(tmp_path, text)
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
 
 
-def test_a_well_formed_file_keeps_every_field():
-    """The optional url is kept; lists become tuples."""
-    (issue,) = parse_known_issues(ONE + 'url = "https://example.org/1"\n', "k.toml")
-    assert (issue.backend, issue.cases, issue.dtypes, issue.reason, issue.seen_with, issue.url) \
-        == ("tf", ("tf_basic",), ("float32",), "off by one", "tensorflow-cpu 2.21",
-            "https://example.org/1")
+def test_a_well_formed_file_keeps_every_field(tmp_path):
+    """The optional url and atlas are kept, absent ones are None; lists become tuples."""
+    (issue,) = _load(tmp_path, ONE + 'url = "https://example.org/1"\natlas = "tf-x"\n')
+    assert issue == KnownIssue(backend="tf", cases=("tf_basic",), dtypes=("float32",),
+                               reason="off by one", seen_with="tensorflow-cpu 2.21",
+                               url="https://example.org/1", atlas="tf-x")
+    (bare,) = _load(tmp_path, ONE)
+    assert (bare.url, bare.atlas) == (None, None)
