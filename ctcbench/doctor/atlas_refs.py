@@ -4,13 +4,6 @@ from __future__ import annotations
 
 from ctcbench.caselib.known import load_atlas
 
-# finding code -> the atlas entries whose bug that finding's cause sets off
-FINDINGS = {
-    "infeasible-target": ("torch-nan-gradient-of-infinite-loss", "optax-infeasible-finite-loss",
-                          "warpctc-infeasible-zero-loss"),
-    "target-out-of-range": ("torch-oob-read-huge-label",),
-    "target-contains-blank": ("tf-label-equal-to-blank",),
-}
 # torch path condition name -> the atlas entry of the bug met when it is broken on cuDNN
 CONDITIONS = {
     "target lengths": "torch-cudnn-target-length-256",
@@ -34,9 +27,10 @@ def cite(ids) -> str:
 
 
 def cite_findings(findings) -> None:
-    """Name, in each finding's evidence and fix, the atlas entries its cause matches."""
+    """Name, in each finding's evidence and fix, the atlas entries its cause matches (the
+    ``atlas`` of its :class:`~ctcbench.doctor.findings.Code`)."""
     for finding in findings:
-        refs = [r for r in map(atlas_ref, FINDINGS.get(finding.code, ())) if r is not None]
+        refs = [r for r in map(atlas_ref, finding.code.atlas) if r is not None]
         if not refs:
             continue
         finding.evidence["atlas"] = [r["id"] for r in refs]

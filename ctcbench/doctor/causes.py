@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from ctcbench.core.ctcmath import greedy_decode
-from ctcbench.doctor.findings import MAX_LISTED, Finding, rounded
+from ctcbench.doctor.findings import MAX_LISTED, Code, Finding, rounded
 from ctcbench.doctor.inputs import Inputs
 
 HALF = ("float16", "bfloat16")
@@ -24,7 +24,7 @@ def check_half_precision(inp: Inputs) -> Finding | None:
         return None
     eps = float(np.finfo(np.float16).eps) if inp.dtype == "float16" else 2.0 ** -7
     return Finding(
-        "half-precision", "error",
+        Code.HALF_PRECISION, "error",
         f"{inp.kind} is {inp.dtype}: torch's ctc_loss on the CPU refuses it (\"ctc_loss_cpu\" "
         f"not implemented), cuDNN's path takes only float32, and where a kernel does take it the "
         f"{inp.dtype} rounding ({eps:.3g} relative) of log-probabilities and of the summed "
@@ -62,7 +62,7 @@ def check_argmax_outputs(inp: Inputs, lp: np.ndarray) -> Finding | None:
     matching = sum(decoded[n] == inp.targets[n, inp.label_mask[n]].tolist() for n in range(N))
     others = np.unique(np.delete(np.sort(x, -1), -1, -1)) if inp.kind != "logits" else [0.0]
     return Finding(
-        "argmax-outputs", "error",
+        Code.ARGMAX_OUTPUTS, "error",
         f"every valid frame of {inp.kind} is one-hot: the loss is computed on argmax (or "
         "one_hot(argmax)) outputs, not on the model's log_softmax: no gradient reaches the "
         "model, and every alignment but the argmax path scores as impossible.",
@@ -106,7 +106,7 @@ def check_padded_frames(inp: Inputs, lp: np.ndarray) -> Finding | None:
     detail = [{"sample": n, "input_length": length, "padding_like_last_frames": run,
                "real_length_at_most": length - run} for n, length, run in flagged]
     return Finding(
-        "padded-frames-counted", "error",
+        Code.PADDED_FRAMES_COUNTED, "error",
         f"{len(flagged)} of {N} samples end in up to {max(r for *_, r in flagged)} frames that "
         "repeat one frame, or another sample's frames at the same steps, unlike any earlier "
         "frame of theirs" + (", the same last frame in every one of them" if same_last else "")
@@ -147,25 +147,25 @@ def _shared_frames(inp: Inputs) -> np.ndarray:
 def corrections(inp: Inputs):
     """``(code, corrected Inputs, build finding)`` candidates, most specific first."""
     T, N, C, L = inp.shape
-    yield ("lengths-swapped",
+    yield (Code.LENGTHS_SWAPPED,
            replace(inp, input_lengths=inp.target_lengths, target_lengths=inp.input_lengths),
            lambda: _swapped_finding(inp))
     if L == N and N > 1:
-        yield ("targets-transposed", replace(inp, targets=inp.targets.T.copy()),
+        yield (Code.TARGETS_TRANSPOSED, replace(inp, targets=inp.targets.T.copy()),
                lambda: Finding(
-                   "targets-transposed", "error",
+                   Code.TARGETS_TRANSPOSED, "error",
                    f"targets ({N} x {L}) look transposed: read as (N, L) they hold labels "
                    "that are invalid or do not fit their lengths, read as (L, N) they fit.",
                    {"shape": [L, N]}, "pass targets.T (one row of labels per sample)."))
     pad, trimmed = _trailing_pad(inp)
     if pad is not None:
-        yield ("target-lengths-padded", replace(inp, target_lengths=trimmed),
+        yield (Code.TARGET_LENGTHS_PADDED, replace(inp, target_lengths=trimmed),
                lambda: _padded_lengths_finding(inp, pad, trimmed))
 
 
 def _swapped_finding(inp: Inputs) -> Finding:
     return Finding(
-        "lengths-swapped", "error",
+        Code.LENGTHS_SWAPPED, "error",
         "input_lengths and target_lengths are swapped: as given, targets do not fit their "
         "lengths; exchanged, every target fits its frames.",
         {"input_lengths": inp.input_lengths.tolist()[:MAX_LISTED],
@@ -203,7 +203,7 @@ def _trailing_pad(inp: Inputs) -> tuple:
 def _padded_lengths_finding(inp: Inputs, pad: int, trimmed: np.ndarray) -> Finding:
     over = np.flatnonzero(trimmed < inp.target_lengths)
     return Finding(
-        "target-lengths-padded", "error",
+        Code.TARGET_LENGTHS_PADDED, "error",
         f"target_lengths count the padding: {len(over)} of {len(trimmed)} samples end in "
         f"padding value {pad} inside their target_lengths (up to "
         f"{int((inp.target_lengths - trimmed).max())} labels), so the loss asks for "

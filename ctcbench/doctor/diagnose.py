@@ -18,7 +18,7 @@ from __future__ import annotations
 from ctcbench.doctor.atlas_refs import cite_findings
 from ctcbench.doctor.causes import (check_argmax_outputs, check_half_precision,
                                     check_padded_frames, corrections)
-from ctcbench.doctor.findings import Finding, Report, rank
+from ctcbench.doctor.findings import Code, Finding, Report, Trait, codes_with, rank
 from ctcbench.doctor.frame_checks import (check_blank_collapse, check_blank_index,
                                           check_time_invariant)
 from ctcbench.doctor.input_checks import (check_infeasible, check_lengths, check_reduction,
@@ -27,8 +27,7 @@ from ctcbench.doctor.inputs import Inputs, other_layout, prepare
 from ctcbench.doctor.normalise import normalise
 
 # Errors of lengths and labels that a correction (swapped lengths, ...) must all clear.
-FIT_CODES = {"length-mismatch", "target-out-of-range", "target-contains-blank",
-             "infeasible-target"}
+FIT_CODES = codes_with(Trait.FIT)
 
 
 def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths, target_lengths,
@@ -91,6 +90,6 @@ def _findings(inp: Inputs) -> list[Finding]:
     padded = None if invariant or argmax else check_padded_frames(inp, lp)
     model = [f for f in (invariant, collapse) if f is not None]
     if argmax:  # one-hot frames are also probabilities, and no model state
-        argmax.explains += [f.code for f in norm + model if f.code != "non-finite"]
+        argmax.explains += [f.code for f in norm + model if f.code != Code.NON_FINITE]
     findings += model + [f for f in (padded, check_reduction(inp)) if f is not None]
     return findings

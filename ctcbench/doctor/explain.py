@@ -17,6 +17,7 @@ import numpy as np
 
 from ctcbench.core.ctcmath import log_softmax, minimal_path
 from ctcbench.doctor.diagnose import diagnose
+from ctcbench.doctor.findings import Code
 from ctcbench.doctor.inputs import Inputs, prepare
 from ctcbench.doctor.losses import MAX_LOSS_SAMPLES, reference_losses, usable_samples
 from ctcbench.progress import Progress
@@ -123,7 +124,7 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
     if C < 3:
         raise ValueError(f"{inp.kind}: expected at least 3 classes for this comparison, got C={C}")
     by_code = {f.code: f for f in report.findings}
-    other = by_code["blank-index"].evidence["model_blank"] if "blank-index" in by_code \
+    other = by_code[Code.BLANK_INDEX].evidence["model_blank"] if Code.BLANK_INDEX in by_code \
         else (C - 1 if inp.blank == 0 else 0)
     used = usable_samples(inp) & (inp.target_lengths > 0)
     used &= np.cumsum(used) <= min(samples, MAX_LOSS_SAMPLES)  # the samples scored
@@ -135,11 +136,11 @@ def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets
     all_blank = _confident(np.full(perfect.shape[:2], b), C, confidence)  # (T, n, C)
     margin = np.log(confidence * (C - 1) / (1 - confidence))
     yours = None
-    if "probabilities-not-log" in by_code:
+    if Code.PROBABILITIES_NOT_LOG in by_code:
         yours = "double softmax" if inp.kind == "logits" else "probs as log_probs"
-    elif "not-normalized" in by_code:
+    elif Code.NOT_NORMALIZED in by_code:
         yours = "raw scores as log_probs"
-    elif "blank-index" in by_code:
+    elif Code.BLANK_INDEX in by_code:
         yours = f"blank {other} in the model"
     candidates = [
         ("correct", "log_softmax output, one blank index for the model and the loss",

@@ -7,17 +7,64 @@ blank plateau); ``info`` a convention worth knowing. Only errors make ``Report.o
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import Flag, StrEnum, auto
 
 import numpy as np
 
 SEVERITIES = ("error", "warning", "info")
 
-# Causal order used to break ties in the ranking: earlier codes invalidate later checks.
-CODES = ("layout", "onehot-targets", "targets-transposed", "lengths-swapped",
-         "target-lengths-padded", "non-finite", "length-mismatch", "half-precision",
-         "softmax-axis", "not-normalized", "probabilities-not-log", "argmax-outputs",
-         "blank-index", "target-out-of-range", "target-contains-blank", "infeasible-target",
-         "padded-frames-counted", "time-invariant", "blank-collapse", "reduction")
+
+class Trait(Flag):
+    """Groups of codes that the doctor and the monitor look for together."""
+
+    FIT = auto()  # a length or label error: a correction (swapped lengths, ...) must clear all
+    PLATEAU = auto()  # the model on the blank plateau: what the monitor's flat-loss event needs
+    MODEL_STATE = auto()  # an error of the model, not the inputs: an untrained one shows it briefly
+
+
+class Code(StrEnum):
+    """Every finding code: its stable name (as printed and in JSON), its traits, and the atlas
+    entries whose upstream bug its cause sets off. Declared in causal order, which breaks ties
+    in the ranking: earlier codes make later checks meaningless."""
+
+    def __new__(cls, value: str, traits: Trait = Trait(0), atlas: tuple[str, ...] = ()):
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.traits, member.atlas = traits, atlas
+        return member
+
+    LAYOUT = "layout"
+    ONEHOT_TARGETS = "onehot-targets"
+    TARGETS_TRANSPOSED = "targets-transposed"
+    LENGTHS_SWAPPED = "lengths-swapped"
+    TARGET_LENGTHS_PADDED = "target-lengths-padded"
+    NON_FINITE = "non-finite"
+    LENGTH_MISMATCH = "length-mismatch", Trait.FIT
+    HALF_PRECISION = "half-precision"
+    SOFTMAX_AXIS = "softmax-axis"
+    NOT_NORMALIZED = "not-normalized"
+    PROBABILITIES_NOT_LOG = "probabilities-not-log"
+    ARGMAX_OUTPUTS = "argmax-outputs"
+    BLANK_INDEX = "blank-index"
+    TARGET_OUT_OF_RANGE = "target-out-of-range", Trait.FIT, ("torch-oob-read-huge-label",)
+    TARGET_CONTAINS_BLANK = "target-contains-blank", Trait.FIT, ("tf-label-equal-to-blank",)
+    INFEASIBLE_TARGET = ("infeasible-target", Trait.FIT,
+                         ("torch-nan-gradient-of-infinite-loss", "optax-infeasible-finite-loss",
+                          "warpctc-infeasible-zero-loss"))
+    PADDED_FRAMES_COUNTED = "padded-frames-counted"
+    TIME_INVARIANT = "time-invariant", Trait.PLATEAU | Trait.MODEL_STATE
+    BLANK_COLLAPSE = "blank-collapse", Trait.PLATEAU
+    REDUCTION = "reduction"
+
+
+CODES = tuple(Code)  # the priority order used to break ties in the ranking
+
+
+def codes_with(trait: Trait) -> frozenset[Code]:
+    """The codes that have ``trait``."""
+    return frozenset(code for code in Code if trait in code.traits)
+
+
 MAX_LISTED = 10  # samples listed in evidence
 
 
@@ -25,12 +72,15 @@ MAX_LISTED = 10  # samples listed in evidence
 class Finding:
     """One diagnosed problem: a stable ``code``, a severity, what is wrong and how to fix it."""
 
-    code: str
+    code: Code
     severity: str
     message: str
     evidence: dict
     fix: str
-    explains: list[str] = field(default_factory=list)
+    explains: list[Code] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.code = Code(self.code)  # an undeclared code fails here, where the check makes it
 
 
 @dataclass
@@ -42,7 +92,8 @@ class Report:
 
     @property
     def codes(self) -> list[str]:
-        return [f.code for f in self.findings]
+        """The codes in rank order, as plain strings (for tables and files)."""
+        return [f.code.value for f in self.findings]
 
     @property
     def errors(self) -> list[Finding]:
@@ -84,6 +135,7 @@ class Report:
 
     def __str__(self) -> str:
         return self.format_table()
+
 
 def rank(findings: list[Finding]) -> list[Finding]:
     """Findings by severity, then by how many others each explains, then in causal order."""

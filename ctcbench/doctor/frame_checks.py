@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctcbench.core.ctcmath import edit_distance, greedy_decode
-from ctcbench.doctor.findings import Finding, rounded
+from ctcbench.doctor.findings import Code, Finding, rounded
 from ctcbench.doctor.inputs import Inputs
 from ctcbench.doctor.losses import MAX_LOSS_SAMPLES, reference_losses, usable_samples
 
@@ -64,13 +64,13 @@ def check_blank_index(inp: Inputs, lp: np.ndarray) -> Finding | None:
            "decoder), or retrain/relabel so the model's blank is the loss's blank.")
     if not both.any():  # no loss to compare: a hint, not a diagnosis
         return Finding(
-            "blank-index", "info",
+            Code.BLANK_INDEX, "info",
             f"the model's frames may use blank = {model_blank}{conv.get(model_blank, '')}: "
             f"{shares}; unconfirmed, as no sample can be scored under both blanks (each "
             f"holds {inp.blank} or {model_blank} as a label, or does not fit its frames).",
             evidence, "if the model was trained with another blank, " + fix)
     return Finding(
-        "blank-index", "error",
+        Code.BLANK_INDEX, "error",
         f"the model's frames look like blank = {model_blank}{conv.get(model_blank, '')}: "
         f"{shares}.", evidence, fix)
 
@@ -93,7 +93,7 @@ def check_blank_collapse(inp: Inputs, lp: np.ndarray) -> Finding | None:
     if emitted.sum() > COLLAPSE_EMIT_SHARE * targets.sum() or margin < COLLAPSE_MARGIN:
         return None
     return Finding(
-        "blank-collapse", "warning",
+        Code.BLANK_COLLAPSE, "warning",
         f"greedy decoding emits {int(emitted.sum())} labels for {int(targets.sum())} target "
         f"labels ({empty:.0%} of samples decode to nothing): the model sits on the blank "
         "plateau, predicting blank on "
@@ -168,7 +168,7 @@ def check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None) 
             return None  # one constant blank frame for every input: the blank plateau says it all
     evidence["mean_loss_of_these_frames"] = rounded(_invariant_loss(inp, lp))
     finding = Finding(
-        "time-invariant", "error",
+        Code.TIME_INVARIANT, "error",
         "the frames (nearly) do not change along time: each sample shows the same distribution "
         "at every step, so the model cannot place labels, as when one feature vector is "
         "repeated for every time step.", evidence,
@@ -176,7 +176,7 @@ def check_time_invariant(inp: Inputs, lp: np.ndarray, collapse: Finding | None) 
         "features permuted to (W, N, C*H), or unfold windows), not one pooled vector copied T "
         "times.")
     if collapse is not None:
-        finding.explains.append("blank-collapse")
+        finding.explains.append(Code.BLANK_COLLAPSE)
     return finding
 
 

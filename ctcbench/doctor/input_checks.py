@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctcbench.doctor.findings import MAX_LISTED, Finding, rounded
+from ctcbench.doctor.findings import MAX_LISTED, Code, Finding, rounded
 from ctcbench.doctor.inputs import Inputs
 
 REDUCTION_RATIO = 10.0  # reduction note when max/min target length (clamped to 1) reaches this
@@ -20,7 +20,7 @@ def check_lengths(inp: Inputs) -> list[Finding]:
             hint = (f" They look like widths before the model's downsampling (about {factor:.3g}x "
                     f"longer than T).")
         findings.append(Finding(
-            "length-mismatch", "error",
+            Code.LENGTH_MISMATCH, "error",
             f"input_lengths exceed the {T} frames of the output for {len(too_long)} of {N} "
             f"samples (max {int(inp.input_lengths.max())}).{hint}",
             {"T": T, "max_input_length": int(inp.input_lengths.max()),
@@ -30,7 +30,7 @@ def check_lengths(inp: Inputs) -> list[Finding]:
     too_wide = np.flatnonzero(inp.target_lengths > L)
     if len(too_wide):
         findings.append(Finding(
-            "length-mismatch", "error",
+            Code.LENGTH_MISMATCH, "error",
             f"target_lengths exceed the padded target width L = {L} for {len(too_wide)} samples.",
             {"L": L, "max_target_length": int(inp.target_lengths.max()),
              "samples": too_wide.tolist()},
@@ -46,7 +46,7 @@ def check_targets(inp: Inputs, blank_finding: Finding | None) -> list[Finding]:
     if out.any():
         bad = inp.targets[out]
         findings.append(Finding(
-            "target-out-of-range", "error",
+            Code.TARGET_OUT_OF_RANGE, "error",
             f"{int(out.sum())} target labels lie outside the {C} classes of the output "
             f"(values {int(bad.min())}..{int(bad.max())}).",
             {"C": C, "bad_values": sorted(set(bad.tolist()))[:MAX_LISTED],
@@ -64,13 +64,13 @@ def check_targets(inp: Inputs, blank_finding: Finding | None) -> list[Finding]:
                 "blank=0." if keras_like else
                 "Reserve one class for the blank and map the labels to the others.")
         findings.append(Finding(
-            "target-contains-blank", "error",
+            Code.TARGET_CONTAINS_BLANK, "error",
             f"{len(where)} target labels equal the blank index {inp.blank} "
             f"(in {len(set(w[0] for w in where))} samples); CTC cannot emit a blank as a label.",
             {"blank": inp.blank, "count": len(where), "positions": [list(w) for w in where]},
             fix))
         if blank_finding is not None and blank_finding.severity == "error":
-            blank_finding.explains.append("target-contains-blank")
+            blank_finding.explains.append(Code.TARGET_CONTAINS_BLANK)
     return findings
 
 
@@ -82,7 +82,7 @@ def check_infeasible(inp: Inputs) -> list[Finding]:
     detail = [{"sample": int(n), "needs": int(need[n]), "has": int(have[n]),
                "short_by": int(need[n] - have[n])} for n in bad[:MAX_LISTED]]
     return [Finding(
-        "infeasible-target", "error",
+        Code.INFEASIBLE_TARGET, "error",
         f"{len(bad)} of {len(have)} targets need more frames (labels + adjacent repeats) than "
         f"their input length (short by up to {int((need - have)[bad].max())}); their loss is "
         "inf, and nan once averaged.",
@@ -100,7 +100,7 @@ def check_reduction(inp: Inputs) -> Finding | None:
     if ratio < REDUCTION_RATIO:
         return None
     return Finding(
-        "reduction", "info",
+        Code.REDUCTION, "info",
         f"reduction='mean' divides each loss by its own target length ({int(clamped.min())}.."
         f"{int(clamped.max())}{empty}), so per label a short sample weighs "
         f"{ratio:.3g}x more than a long one and the printed loss is not comparable to a "

@@ -13,7 +13,7 @@ import numpy as np
 from ctcbench.core.ctcmath import min_frames
 from ctcbench.core.arrays import to_numpy
 from ctcbench.core.reduction import REDUCTIONS
-from ctcbench.doctor.findings import MAX_LISTED, Finding
+from ctcbench.doctor.findings import MAX_LISTED, Code, Finding
 from ctcbench.errors import expect
 
 LAYOUTS = ("TNC", "NTC")
@@ -164,7 +164,7 @@ def other_layout(layout: str) -> str:
 def _layout_finding(kind, shape, layout, N, input_lengths) -> Finding:
     wanted, got = ("(T, N, C)", "(N, T, C)") if layout == "TNC" else ("(N, T, C)", "(T, N, C)")
     return Finding(
-        "layout", "error",
+        Code.LAYOUT, "error",
         f"{kind} is {got} where {wanted} is expected: its axis {1 if layout == 'TNC' else 0} "
         f"has size {shape[1 if layout == 'TNC' else 0]} but the batch has N = {N} samples "
         f"(len(input_lengths)).",
@@ -186,7 +186,7 @@ def _onehot_targets(onehot: np.ndarray, dtype: str, blank: int, C: int) -> tuple
     kind = ("one-hot" if onehot_rows.sum() == filled.sum() else "probability (soft)") \
         if in_unit and filled.any() else "3-D"
     finding = Finding(
-        "onehot-targets", "error",
+        Code.ONEHOT_TARGETS, "error",
         f"targets is a {kind} array of shape {tuple(onehot.shape)} ({dtype}) where CTC takes "
         f"class indices (N, L) or concatenated labels: a Keras/categorical habit; ctc_loss "
         "refuses float targets, or reads an integer one-hot as labels 0 and 1.",
@@ -200,7 +200,7 @@ def _onehot_targets(onehot: np.ndarray, dtype: str, blank: int, C: int) -> tuple
 
 def _transposed_finding(shape, N: int) -> Finding:
     return Finding(
-        "targets-transposed", "error",
+        Code.TARGETS_TRANSPOSED, "error",
         f"targets is (L, N) = {tuple(shape)} where (N, L) is expected: its axis 1, not axis 0, "
         f"has the batch size N = {N} (len(input_lengths)).",
         {"shape": list(shape), "N": N},
@@ -210,7 +210,7 @@ def _transposed_finding(shape, N: int) -> Finding:
 
 def _swapped_concatenated_finding(input_lengths, target_lengths, T: int) -> Finding:
     return Finding(
-        "lengths-swapped", "error",
+        Code.LENGTHS_SWAPPED, "error",
         f"input_lengths and target_lengths are swapped: the concatenated targets hold "
         f"sum(input_lengths) = {int(input_lengths.sum())} labels, not sum(target_lengths) = "
         f"{int(target_lengths.sum())}.",

@@ -28,10 +28,11 @@ import numpy as np
 
 from ctcbench.core.arrays import to_numpy
 from ctcbench.doctor.diagnose import diagnose
+from ctcbench.doctor.findings import Trait, codes_with
 
-PLATEAU_CODES = ("blank-collapse", "time-invariant")
-MODEL_STATE = ("time-invariant",)  # errors of the model, not of the inputs: an untrained model
-# can show them for a moment, so they are reported when two looks in a row find them
+PLATEAU_CODES = codes_with(Trait.PLATEAU)
+MODEL_STATE = codes_with(Trait.MODEL_STATE)  # errors an untrained model can show for a moment:
+# reported when two looks in a row find them
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctcbench.core.ctcmath import log_softmax, logsumexp
-from ctcbench.doctor.findings import Finding, rounded
+from ctcbench.doctor.findings import Code, Finding, rounded
 from ctcbench.doctor.inputs import Inputs
 from ctcbench.doctor.losses import reference_losses, usable_samples
 
@@ -45,7 +45,7 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
             looks_log = bool((np.abs(lse) < tol).all())
             what = "log-probabilities" if looks_log else "raw scores (logits)"
             findings.append(axis or Finding(
-                "not-normalized", "error",
+                Code.NOT_NORMALIZED, "error",
                 f"probs is not a probability distribution per frame: rows sum to "
                 f"{rows.sum(-1).min():.4g}..{rows.sum(-1).max():.4g} with values in "
                 f"[{rows.min():.4g}, {rows.max():.4g}]; they look like {what}.",
@@ -81,7 +81,7 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
         t, n = np.argwhere(bad_frame)[0]
         samples = sorted(set(np.argwhere(bad_frame)[:, 1].tolist()))
         findings.append(Finding(
-            "non-finite", "error",
+            Code.NON_FINITE, "error",
             f"{int(bad_frame.sum())} valid frame(s) in {len(samples)} sample(s) hold NaN, +inf or "
             "only -inf "
             f"(first at t={t}, n={n}); the loss and its gradient will be NaN.",
@@ -97,14 +97,14 @@ def _probs_finding(inp: Inputs, rows, *, as_logits: bool) -> Finding:
                 "row_sum_min": rounded(rows.sum(-1).min()), "row_sum_max": rounded(rows.sum(-1).max())}
     if as_logits:
         return Finding(
-            "probabilities-not-log", "error",
+            Code.PROBABILITIES_NOT_LOG, "error",
             "logits are already probabilities (every frame in [0, 1], summing to 1): softmax "
             "would be applied twice, which squashes every frame towards uniform and stalls "
             "training.", evidence,
             "drop the model's final softmax (output raw scores), or pass log() of them as "
             "log_probs.")
     return Finding(
-        "probabilities-not-log", "error",
+        Code.PROBABILITIES_NOT_LOG, "error",
         "log_probs holds probabilities (every frame in [0, 1], summing to 1): softmax output was "
         "passed where log_softmax output is expected, so the loss scores exp(p) and can go "
         "negative.", evidence,
@@ -124,7 +124,7 @@ def _not_normalized_finding(inp: Inputs, rows, lse, lp) -> Finding:
         evidence["mean_loss_after_log_softmax"] = rounded(np.mean(loss_norm))
         evidence["negative_losses"] = int((loss_raw < 0).sum())
     return Finding(
-        "not-normalized", "error",
+        Code.NOT_NORMALIZED, "error",
         "rows of exp(log_probs) do not sum to 1 (raw scores passed as log-probabilities): the "
         "loss is not a negative log-likelihood, can go negative, and the gradient torch "
         "returns is not the gradient of the printed loss.", evidence,
@@ -158,7 +158,7 @@ def _wrong_axis(inp: Inputs, p: np.ndarray, tol: float) -> Finding | None:
         return None
     name, sums = found
     return Finding(
-        "softmax-axis", "error",
+        Code.SOFTMAX_AXIS, "error",
         f"{inp.kind} is normalised over the {name} axis (dim {dims[name]}), not over the classes: "
         f"summed over {'the samples' if name == 'batch' else 'the frames'}, every "
         f"{'(frame, class)' if name == 'batch' else '(sample, class)'} gives 1 "

@@ -10,8 +10,9 @@ import numpy as np
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.doctor.atlas_refs import CONDITIONS, FINDINGS
+from ctcbench.doctor.atlas_refs import CONDITIONS
 from ctcbench.doctor.diagnose import diagnose
+from ctcbench.doctor.findings import Code
 from ctcbench.doctor.torch_path import PATH_ATLAS
 
 ATLAS = tomllib.loads((Path(__file__).parents[2] / "cases" / "atlas.toml").read_text())
@@ -19,7 +20,7 @@ ENTRIES = {e["id"]: e for e in ATLAS["entry"]}
 
 
 def test_every_id_the_doctor_can_name_is_in_the_atlas():
-    named = {i for ids in FINDINGS.values() for i in ids} | set(CONDITIONS.values()) | {
+    named = {i for code in Code for i in code.atlas} | set(CONDITIONS.values()) | {
         i for ids in PATH_ATLAS.values() for i in ids}
     assert named and named <= set(ENTRIES), sorted(named - set(ENTRIES))
 
