@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from ctcbench import __version__
-from ctcbench.cli_options import (format_option, function_options, list_option, one_backend,
-                                  out_options, with_functions)
+from ctcbench.cli_options import (baseline_options, format_option, function_options,
+                                  list_option, one_backend, out_options, with_functions)
 from ctcbench.cli_types import Number, OneOf
 from ctcbench.cluster import EXECUTORS
 from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
@@ -120,21 +120,13 @@ def cases_cmd(case_dirs, fmt):
 @out_options("compare")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Save margins.png (error / tolerance per case and backend) in the run folder.")
-@click.option("--save-baseline", type=click.Path(dir_okay=False), default=None,
-              metavar="FILE.json", help="Save every checked row's losses and gradient "
-              "projections to FILE.json, for a later --baseline.")
-@click.option("--baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE.json",
-              help="Also fail where a row's numbers moved from this --save-baseline file "
-                   "by more than --max-change, even within the tolerances.")
-@click.option("--max-change", type=Number(float, min=0), default=0.0, show_default=True,
-              help="The most a number may move from --baseline: |new - old| / max(|old|, 1).")
+@baseline_options
 @format_option("table", "json", "csv")
 def compare_cmd(backends, functions, convention, device, known_issues, case_globs, dtypes,
                 case_dirs, out, resume, plot, save_baseline, baseline, max_change, fmt):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
     from ctcbench.compare.run import compare
-    from ctcbench.compare.table import (baseline_lines, df_records, format_table,
-                                        nothing_checked, to_csv)
+    from ctcbench.compare.table import df_records, format_table, nothing_checked, to_csv
     from ctcbench.files import to_json
     result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
                      case_dirs=case_dirs or None, out=out, resume=resume, plot=plot,
@@ -148,10 +140,7 @@ def compare_cmd(backends, functions, convention, device, known_issues, case_glob
     elif fmt == "csv":
         click.echo(to_csv(result.rows), nl=False)
     else:
-        click.echo(format_table(result.rows, run_dir=result.run_dir))
-        for line in [summary.get("baseline_saved")] + baseline_lines(summary):
-            if line:
-                click.echo(line)
+        click.echo(format_table(result.rows, run_dir=result.run_dir, summary=summary))
     if nothing_checked(summary):  # a gate must not pass on nothing
         raise click.ClickException(nothing_checked(summary))
     if summary["failed"]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ctcbench.cli_types import OneOf
+from ctcbench.cli_types import Number, OneOf
 
 
 def format_option(*choices: str):
@@ -67,6 +67,21 @@ def function_options(verb: str, *, known_issues: bool = True):
                                  f"worker process (repeatable; the current folder is on the "
                                  f"path). With no --backend, only the functions.")(fn)
     return decorate
+
+
+def baseline_options(fn):
+    """compare's ``--save-baseline``, ``--baseline`` and ``--max-change``
+    (``ctcbench.compare.baseline``)."""
+    fn = click.option("--max-change", type=Number(float, min=0), default=0.0, show_default=True,
+                      help="The most a number may move from --baseline: |new - old| / "
+                           "max(|old|, 1).")(fn)
+    fn = click.option("--baseline", type=click.Path(dir_okay=False), default=None,
+                      metavar="FILE.json", help="Also fail where a row's numbers moved from "
+                      "this --save-baseline file by more than --max-change, even within the "
+                      "tolerances.")(fn)
+    return click.option("--save-baseline", type=click.Path(dir_okay=False), default=None,
+                        metavar="FILE.json", help="Save every checked row's losses and "
+                        "gradient projections to FILE.json, for a later --baseline.")(fn)
 
 
 def with_functions(backends, functions, convention, device) -> list[str] | None:

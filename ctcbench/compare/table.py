@@ -63,7 +63,8 @@ def _fmt(x, spec: str) -> str:
     return format(x, spec)
 
 
-def format_table(df: pd.DataFrame, *, run_dir=None, reason_width: int = 70) -> str:
+def format_table(df: pd.DataFrame, *, run_dir=None, summary: dict | None = None,
+                 reason_width: int = 70) -> str:
     """A compact table for people, failures first, and a one-line summary at the end."""
     cols = [("status", "status", "s"), ("backend", "backend", "s"), ("case", "case", "s"),
             ("dtype", "dtype", "s"), ("device", "dev", "s"), ("loss", "loss", ".6g"),
@@ -90,7 +91,9 @@ def format_table(df: pd.DataFrame, *, run_dir=None, reason_width: int = 70) -> s
         return "  ".join((s.rjust(w) if h in right else s.ljust(w))
                          for s, w, h in zip(items, widths, heads)).rstrip()
     lines = [fmt_line(heads)] + [fmt_line(c) for c in cells]
-    s = summarize(df, run_dir)
+    s = summary if summary is not None else summarize(df, run_dir)  # compare's, with what
+    # --save-baseline and --baseline found, said before the verdict they are part of
+    lines += [line for line in [s.get("baseline_saved")] + baseline_lines(s) if line]
     checks = df["backend"] == API  # rows of no backend: the input validation's own checks
     counts = ", ".join(f"{n} {k}" for k in STATUS_ORDER
                        if (n := int((df["status"][~checks] == k).sum())))
@@ -101,6 +104,8 @@ def format_table(df: pd.DataFrame, *, run_dir=None, reason_width: int = 70) -> s
     tail = f"compare {verdict}: {counts or 'no rows'}"
     if nothing_checked(s):
         tail += f"; {nothing_checked(s)}"
+    if s.get("baseline", {}).get("moved"):
+        tail += "; the numbers moved from --baseline"
     if s["failing_cases"]:
         tail += f"; failing cases: {', '.join(s['failing_cases'])}"
     if s["run_dir"]:

@@ -51,6 +51,9 @@ def test_a_change_of_1e9_fails_a_small_max_change_and_passes_a_large_one(project
     moved = [line for line in small.output.splitlines() if line.startswith("moved")]
     assert moved and all("mine:ctc_loss" in line and "loss" in line for line in moved)
     assert any("tf_basic" in line for line in moved)
+    verdict = [line for line in small.stdout.splitlines() if line.startswith("compare ")]
+    assert verdict == [small.stdout.strip().splitlines()[-1]]  # moved rows, then the verdict
+    assert verdict[0].startswith("compare FAILED") and "moved from --baseline" in verdict[0]
     large = compare(project, "large", "--baseline", "base.json", "--max-change", "1e-6")
     assert large.exit_code == 0 and "baseline ok" in large.output, large.output
 
