@@ -399,6 +399,7 @@ def atlas(backend_names, out, resume, fmt):
 @cli.command()
 @list_option("--backend", "backend_names", metavar="NAME",
              help="Backends to describe (repeatable).")
+@function_options("Describe", known_issues=False)
 @click.option("--all", "all_backends", is_flag=True,
               help="Every registered backend, side by side (those that cannot run here are "
                    "listed as skipped).")
@@ -428,7 +429,7 @@ def atlas(backend_names, out, resume, fmt):
                    "allows].")
 @out_options("datasheet")
 @format_option("table", "json")
-def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_mb, stages,
+def datasheet(backend_names, functions, convention, device, all_backends, dtypes, budget, timeout, max_memory_mb, stages,
               axes, seed, repeat, trials, out, resume, fmt):
     """One page per CTC implementation: its limits, worst precision, bad input, speed."""
     from ctcbench.datasheet.axes import AXES
@@ -436,8 +437,9 @@ def datasheet(backend_names, all_backends, dtypes, budget, timeout, max_memory_m
     from ctcbench.datasheet.sheet import text
     from ctcbench.drivers import write_backend_pages
     from ctcbench.files import read_text
+    backend_names = with_functions(backend_names, functions, convention, device) or []
     result = run_datasheet(
-        list(backend_names), all_backends=all_backends, dtypes=list(dtypes) or None,
+        backend_names, all_backends=all_backends, dtypes=list(dtypes) or None,
         budget=budget, timeout=timeout, max_memory=max_memory_mb * 2**20,
         stages=list(stages) or STAGES, axes=list(axes) or tuple(AXES), seed=seed,
         repeat=repeat, trials=trials, out=out, resume=resume)

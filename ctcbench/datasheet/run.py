@@ -248,7 +248,7 @@ class _Sheet:
             for key in CLIMBS:
                 if key in verdict:
                     verdict[key]["case_file"] = _case(
-                        self.run.run_dir, f"worst_{key}_{self.name}_{dtype}".replace("-", "_"),
+                        self.run.run_dir, f"worst_{key}_{self.name}_{dtype}",
                         verdict[key]["build"], dtype, f"the largest {CLIMBS[key]} of "
                         f"{self.name} in {dtype} that ctcbench datasheet found")
             self.write(verdict, dtype)

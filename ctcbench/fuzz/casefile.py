@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +66,15 @@ def case_toml(name: str, build: dict, dtype: str, tol: Tolerance, *, description
     return "\n".join(lines)
 
 
+def case_name(text: str) -> str:
+    """``text`` (a backend such as ``pkg.mod:name``, a stage) as a case and file name: lower
+    case letters, digits and ``_``."""
+    return re.sub(r"[^a-z0-9_]", "_", text.lower())
+
+
 def write_case(folder: Path, name: str, build: dict, dtype: str, tol: Tolerance, **text) -> Path:
+    """Write the case ``name`` (made a case name by :func:`case_name`) to ``folder``."""
+    name = case_name(name)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.toml"
     path.write_text(case_toml(name, build, dtype, tol, **text))

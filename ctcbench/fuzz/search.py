@@ -4,7 +4,6 @@ failure is shrunk and written as a case file. ``fuzz.run`` makes one search, ``f
 one per worker of a cluster."""
 from __future__ import annotations
 
-import re
 import sys
 import time
 import warnings
@@ -16,7 +15,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
 from ctcbench.caselib.judge import DIFFERENT_CALLS, problem_tolerance
-from ctcbench.fuzz.casefile import write_case
+from ctcbench.fuzz.casefile import case_name, write_case
 from ctcbench.fuzz.judge import calls_showing, judge, problem_of
 from ctcbench.fuzz.problems import boundary_builds, builds, size, work
 from ctcbench.progress import Progress
@@ -145,7 +144,7 @@ def search(backend, reference, dtypes, *, budget, seed, run_dir: Path, progress,
                "found": state["failing"] is not None}
     if state["failing"] is not None:
         build, dtype, what, judged_by = state["failing"]  # the last one: hypothesis's shrunk one
-        name = re.sub(r"[^a-z0-9_]", "_", f"fuzz_{backend.name}".lower())  # a case name
+        name = case_name(f"fuzz_{backend.name}")
         expect = {}
         if what.startswith(DIFFERENT_CALLS):  # the replay must call as often as it took here
             expect = {"deterministic": True, "calls": calls_showing(backend, build, dtype)}

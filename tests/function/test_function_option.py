@@ -152,3 +152,17 @@ def test_a_keras_convention_function_is_read_off_and_checked(tmp_path, in_implem
     assert res.exit_code == 0, res.output
     assert "keras_ctc:ctc_loss: keras convention (read off its parameters)" in res.output
     assert {r["status"] for r in rows_of(res, "keras_ctc:ctc_loss")} == {"ok"}
+
+
+def test_datasheet_measures_a_function_and_finds_the_planted_bug(tmp_path, in_implementations):
+    """The precision stage, against the float64 reference, finds the loss that skipping repeats
+    gets wrong; the worst case is written under a file name without the ':' of the target."""
+    res = CliRunner().invoke(cli, ["datasheet", "--function", "numpy_ctc:ctc_loss_skips_repeats",
+                                   "--convention", "numpy", "--stages", "precision", "--dtype",
+                                   "float64", "--budget", "5", "--trials", "3", "--format",
+                                   "json", "--out", str(tmp_path / "sheet")])
+    assert res.exit_code == 0, res.output
+    sheet = json.loads(res.stdout)["backends"]["numpy_ctc:ctc_loss_skips_repeats"]
+    worst = sheet["precision"]["float64"]["loss"]
+    assert worst["loss_err"] > 1e-3, worst
+    assert ":" not in worst["case_file"] and (tmp_path / "sheet" / worst["case_file"]).is_file()
