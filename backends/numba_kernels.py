@@ -207,7 +207,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     return loss
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def sample_float64(logits, grad, n, tg, T_n, L, blank, w, skip):
     """Sample ``n`` in float64 rows: the fast path (bailing early when it would most likely
     fail), the tilted rescue, log space; returns ``(loss, path)``."""
@@ -252,7 +252,7 @@ def sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
     raise NotImplementedError("compiled code only")
 
 
-@overload(sample_by_dtype)
+@overload(sample_by_dtype, inline="always")
 def _sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
     if grad.dtype == types.float32:
         return lambda logits, grad, n, tg, T_n, L, blank, w, skip: sample_float32(
@@ -261,7 +261,7 @@ def _sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
         logits, grad, n, tg, T_n, L, blank, w, skip)
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
                  path, n):
     """Sample ``n`` of a :func:`ctc_batch` call: its loss, path and every gradient entry."""
