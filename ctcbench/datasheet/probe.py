@@ -3,7 +3,6 @@ how much, a refusal with its message, a crash, a hang, out of memory."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -30,11 +29,8 @@ def _memory(text: str) -> bool:
 def call(backend, problem, timeout_s: float):
     """``backend.run(problem)`` (a worker-backed ``LoadedBackend``) allowed ``timeout_s``
     seconds; returns ``(result, None)`` or ``(None, Outcome)`` saying how it failed."""
-    saved = backend.worker.traits if backend.worker is not None else None
-    if saved is not None:  # for this call only
-        backend.worker.traits = replace(saved, timeout_s=float(timeout_s))
     try:
-        return backend.run(problem), None
+        return backend.run(problem, timeout_s=float(timeout_s)), None
     except BackendTimeout:
         return None, Outcome("hangs", f"no answer within {timeout_s:.3g} s (the worker was killed)")
     except BackendCrashed as exc:
@@ -49,9 +45,6 @@ def call(backend, problem, timeout_s: float):
     except Exception as exc:  # the backend's own error: a refusal, or memory running out
         text = f"{type(exc).__name__}: {exc}"
         return None, Outcome("out of memory" if _memory(text) else "refuses", text[:500])
-    finally:
-        if saved is not None:
-            backend.worker.traits = saved
 
 
 def exact(oracle, problem):

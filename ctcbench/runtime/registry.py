@@ -13,6 +13,8 @@ see ``ctcbench.runtime.worker``; a crash or hang there raises :class:`BackendCra
 """
 from __future__ import annotations
 
+import functools
+
 import importlib.metadata
 import types
 import warnings
@@ -177,21 +179,26 @@ class LoadedBackend:
         """The live worker's process id; ``None`` in-process or while no worker runs."""
         return self.worker.worker_pid if self.worker is not None else None
 
-    def run(self, problem, *, grad_weights=None) -> BackendResult:
+    def run(self, problem, *, grad_weights=None, timeout_s: float | None = None) -> BackendResult:
         """``grad_weights (N,)``: the upstream gradient of each loss, checked here; a backend
-        whose ``run`` takes no ``grad_weights`` raises UnsupportedProblem for it."""
+        whose ``run`` takes no ``grad_weights`` raises UnsupportedProblem for it. ``timeout_s``:
+        through the worker, the most this call may take (default the backend's trait; past
+        it BackendTimeout); in this process it is not enforced."""
         from ctcbench.core.problem import CTCProblem
         if not isinstance(problem, CTCProblem):
             raise TypeError(f"problem: expected a ctcbench.CTCProblem (build one with "
                             f"CTCProblem(logits, targets, input_lengths, target_lengths)), "
                             f"got {type(problem).__name__}")
-        runner = self.worker if self.worker is not None else self.impl
+        if self.worker is not None:
+            run = functools.partial(self.worker.run, timeout_s=timeout_s)
+        else:
+            run = self.impl.run
         if grad_weights is None:
-            return as_result(runner.run(problem), problem)
+            return as_result(run(problem), problem)
         weights = grad_weights_array(grad_weights, problem.shape[1])
         if not self.traits.takes_grad_weights:
             raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
-        return as_result(runner.run(problem, grad_weights=weights), problem)
+        return as_result(run(problem, grad_weights=weights), problem)
 
     def raw_ctc(self, logits, targets, input_lengths, target_lengths, *, blank: int = 0,
                 timeout_s: float | None = None) -> RawOutcome:

@@ -386,21 +386,24 @@ class IsolatedBackend:
             _raise_remote(reply, self.name)
         return reply, out
 
-    def run(self, problem, *, grad_weights=None) -> BackendResult:
-        """Run in the worker; ``grad_weights (N,)`` is passed on where the backend takes it."""
-        return self.run_timed(problem, grad_weights=grad_weights)[0]
+    def run(self, problem, *, grad_weights=None, timeout_s: float | None = None) -> BackendResult:
+        """Run in the worker; ``grad_weights (N,)`` is passed on where the backend takes it;
+        no answer within ``timeout_s`` (default the trait) raises BackendTimeout."""
+        return self.run_timed(problem, grad_weights=grad_weights, timeout_s=timeout_s)[0]
 
-    def run_timed(self, problem, *, grad_weights=None,
-                  exact_shape: bool = False) -> tuple[BackendResult, float, float]:
+    def run_timed(self, problem, *, grad_weights=None, exact_shape: bool = False,
+                  timeout_s: float | None = None) -> tuple[BackendResult, float, float]:
         """``run``, plus the seconds the call took here (the whole round trip: sending the
         problem, the call, the reply) and inside the worker (the backend's ``run`` alone).
         ``exact_shape`` is passed on to a backend whose ``run`` takes it."""
+        if timeout_s is not None:
+            _seconds_or_fail(timeout_s)
         if grad_weights is not None and not self.traits.takes_grad_weights:
             raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
         header, arrays = _problem_arrays(problem, grad_weights)
         header["exact_shape"] = exact_shape
         t0 = time.perf_counter()
-        reply, out = self._request(header, arrays)
+        reply, out = self._request(header, arrays, timeout_s=timeout_s)
         wall_s = time.perf_counter() - t0
         result = BackendResult(out["loss"], out["grad_logits"], reply.get("compute_dtype"),
                                list(reply.get("notes") or []))

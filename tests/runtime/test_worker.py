@@ -91,6 +91,20 @@ def test_hang_times_out_and_worker_restarts(rng):
     check_against_brute_force(fine, backend.run(fine))
 
 
+def test_a_call_s_own_timeout_overrides_the_trait_for_that_call_only(rng):
+    """run(timeout_s=1) gives up after 1 s, not the trait's 3; the next call has the trait."""
+    fine, fatal = _problems(rng)
+    backend = get_backend("hang-on-blank1")
+    with pytest.raises(BackendTimeout, match="did not answer within 1 s") as info:
+        backend.run(fatal, timeout_s=1)
+    assert info.value.timeout_s == 1
+    check_against_brute_force(fine, backend.run(fine, timeout_s=30))
+    with pytest.raises(BackendTimeout, match="within 3 s"):
+        backend.run(fatal)
+    with pytest.raises(ValueError, match="timeout_s: expected a positive finite number"):
+        backend.run(fine, timeout_s=0)
+
+
 def test_worker_is_reused_across_cases(rng):
     """One long-lived worker per backend: asking again does not start another process."""
     fine, _ = _problems(rng)
