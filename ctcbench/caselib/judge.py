@@ -46,6 +46,16 @@ def loss_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:
         return np.where(same_inf, 0.0, np.abs(got - want))
 
 
+def result_errors(got, want) -> tuple[np.ndarray, np.ndarray]:
+    """The NaN-aware errors of a result (``.loss (N,)``, ``.grad_logits (T, N, C)``) against
+    another, entry by entry in float64: ``(loss (N,), grad (T, N, C))``, the loss's by
+    :func:`loss_error`, the gradient's ``|got - want|`` (an infinite entry is NaN: wrong),
+    as :class:`Checks` measures them for compare."""
+    with np.errstate(invalid="ignore"):
+        grad = np.abs(np.asarray(got.grad_logits, np.float64) - want.grad_logits)
+    return loss_error(np.asarray(got.loss, np.float64), np.asarray(want.loss, np.float64)), grad
+
+
 def max_error(x) -> float:
     """The largest entry of ``x``; NaN when any is NaN (a NaN error is the worst kind)."""
     x = np.asarray(x, dtype=np.float64)
@@ -90,7 +100,7 @@ class Checks:
 
     def grad(self, got, want, label: str, against: str) -> float:
         with np.errstate(invalid="ignore"):
-            diff = np.abs(got - want)  # (T, N, C)
+            diff = np.abs(got - want)  # (T, N, C), as result_errors measures it
         err = max_error(diff)
         allowed = self.tol.grad_allowed(np.where(np.isfinite(want), want, 0.0))  # (T, N, C)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -124,17 +134,23 @@ def problem_tolerance(problem) -> Tolerance:
 DIFFERENT_CALLS = "deterministic:"  # how run_to_run's line begins
 
 
+def call_differences(first, second) -> dict[str, float | None]:
+    """Two calls' results on one problem (``.loss (N,)``, ``.grad_logits (T, N, C)``), per
+    part (``loss``, ``grad``): None where they are the same bits (NaN equal to NaN), else the
+    largest difference (0 where both are the same infinity, NaN where only one is NaN)."""
+    errors = dict(zip(("loss", "grad"), result_errors(first, second)))
+    same = {"loss": np.array_equal(first.loss, second.loss, equal_nan=True),
+            "grad": np.array_equal(first.grad_logits, second.grad_logits, equal_nan=True)}
+    return {name: None if same[name] else max_error(err) for name, err in errors.items()}
+
+
 def run_to_run(first, second, tol: float | None = None) -> str | None:
-    """Two calls' results on one problem (``.loss (N,)``, ``.grad_logits (T, N, C)``): what
-    differs, one line, or None. ``tol`` None wants the same bits (NaN equal to NaN); a number
-    (a backend's ``nondeterministic`` trait) allows that much, absolute, per entry."""
-    for name, a, b in (("loss", first.loss, second.loss),
-                       ("grad", first.grad_logits, second.grad_logits)):
-        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        if np.array_equal(a, b, equal_nan=True):
+    """Two calls' results on one problem: what differs, one line, or None. ``tol`` None wants
+    the same bits (NaN equal to NaN); a number (a backend's ``nondeterministic`` trait) allows
+    that much, absolute, per entry."""
+    for name, worst_diff in call_differences(first, second).items():
+        if worst_diff is None:
             continue
-        diff = loss_error(a, b)  # (the shape of a) 0 where both are the same infinity
-        worst_diff = max_error(diff)
         if tol is None or not worst_diff <= tol:
             within = "" if tol is None else f", more than the {tol:g} it declares"
             return (f"{DIFFERENT_CALLS} a second call gave another {name} "

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ctcbench.caselib.judge import loss_error
+from ctcbench.caselib.judge import result_errors
 from ctcbench.datasheet.probe import call, exact, problem_bytes
 from ctcbench.fuzz.judge import problem_of
 
@@ -96,12 +96,8 @@ def build(g: Genes) -> dict:
 def scores(got, want) -> dict:
     """The errors of one result: the largest loss error, absolute and as a share of
     ``max(1, |loss|)``, and the largest gradient error. NaN counts as infinitely wrong."""
-    err = loss_error(np.asarray(got.loss, np.float64), want.loss)  # (N,)
-    err = np.where(np.isnan(err), np.inf, err)
-    scale = np.maximum(1.0, np.where(np.isfinite(want.loss), np.abs(want.loss), 1.0))
-    with np.errstate(invalid="ignore"):
-        grad = np.abs(np.asarray(got.grad_logits, np.float64) - want.grad_logits)
-    grad = np.where(np.isnan(grad), np.inf, grad)
+    err, grad = (np.where(np.isnan(e), np.inf, e) for e in result_errors(got, want))
+    scale = np.maximum(1.0, np.where(np.isfinite(want.loss), np.abs(want.loss), 1.0))  # (N,)
     return {"loss_err": float(err.max(initial=0.0)),
             "loss_score": float((err / scale).max(initial=0.0)),
             "grad_err": float(grad.max(initial=0.0))}

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 
-from ctcbench.caselib.judge import loss_error, max_error, wrong
+from ctcbench.caselib.judge import max_error, result_errors, wrong
 from ctcbench.core.memory import estimate_bytes_for
 from ctcbench.datasheet.search import Outcome
 from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, UnsupportedProblem
@@ -61,10 +60,8 @@ def exact(oracle, problem):
 
 def errors(got, want) -> tuple[float, float]:
     """The largest absolute loss error (0 where both are the same infinity) and gradient error."""
-    loss = max_error(loss_error(np.asarray(got.loss, np.float64), want.loss))
-    with np.errstate(invalid="ignore"):
-        grad = max_error(np.abs(np.asarray(got.grad_logits, np.float64) - want.grad_logits))
-    return loss, grad
+    loss, grad = result_errors(got, want)
+    return max_error(loss), max_error(grad)
 
 
 def probe(backend, oracle, problem, timeout_s: float) -> Outcome:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pandas as pd
 
 from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
 from ctcbench.bench.sizes import TARGET_SIZES, make_problem
-from ctcbench.caselib.judge import loss_error, max_error, problem_tolerance, worst
+from ctcbench.caselib.judge import call_differences, problem_tolerance, worst
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.kind import KIND
@@ -82,13 +81,10 @@ def determinism(backend, dtype: str) -> dict:
     loss_diff = grad_diff = 0.0
     identical = True
     for _ in range(REPEATS - 1):
-        again = backend.run(problem)
-        identical &= (np.array_equal(again.loss, first.loss, equal_nan=True)
-                      and np.array_equal(again.grad_logits, first.grad_logits, equal_nan=True))
-        loss_diff = worst(loss_diff, max_error(loss_error(again.loss, first.loss)))
-        with np.errstate(invalid="ignore"):  # NaN against a number: a NaN difference, the worst
-            grad_diff = worst(grad_diff,
-                              max_error(np.abs(again.grad_logits - first.grad_logits)))
+        diff = call_differences(backend.run(problem), first)  # None: the same bits
+        identical &= diff["loss"] is None and diff["grad"] is None
+        loss_diff = worst(loss_diff, diff["loss"] or 0.0)
+        grad_diff = worst(grad_diff, diff["grad"] or 0.0)
     return {"stage": "determinism", "item": size.label, "calls": REPEATS,
             "status": "identical" if identical else "differs",
             "loss_diff": loss_diff, "grad_diff": grad_diff,
