@@ -13,12 +13,13 @@ import pandas as pd
 
 from ctcbench.atlas.kind import KIND
 from ctcbench.caselib.known import load_atlas
+from ctcbench.compare.checks import FAILING
 from ctcbench.compare.run import compare
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RunResult, check_out, open_run
 
 STATUSES = ("reproduces", "fixed", "cannot try", "gpu only", "no case")
-_FAILED = ("known", "mismatch", "error", "crashed", "timeout")
+_FAILED = ("known", *FAILING)  # compare's rows that show the bug: failing, or failing as known
 
 
 def _status(row: dict | None) -> tuple[str, str]:

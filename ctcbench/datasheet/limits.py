@@ -6,7 +6,7 @@ from __future__ import annotations
 from ctcbench.core.memory import available_bytes
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.probe import probe, problem_bytes
-from ctcbench.datasheet.search import Clock, Limit, Outcome, largest_correct
+from ctcbench.datasheet.search import Clock, Limit, Outcome, Status, largest_correct
 from ctcbench.fuzz.judge import problem_of
 
 FLOOR_S = 5.0  # a probe may always take this long (within --timeout) before it is a hang
@@ -15,7 +15,7 @@ CONFIRM = 2  # other seeds a "wrong" cliff is tried again at
 
 
 def _outcome(row: dict) -> Outcome:
-    return Outcome(row["status"], row.get("detail") or "", row.get("loss_err"),
+    return Outcome(Status(row["status"]), row.get("detail") or "", row.get("loss_err"),
                    row.get("grad_err"), row.get("seconds"))
 
 
@@ -74,7 +74,7 @@ def search_axis(axis, backend, oracle, dtype: str, *, clock: Clock, deadline: fl
     limit = largest_correct(axis.name, run, start=axis.start, cap=axis.cap, deadline=deadline,
                             bisect_until=bisect_until, clock=clock.now,
                             fits=lambda p: problem_bytes(*axis.shape(p)) <= room)
-    if limit.exact and limit.correct is not None and limit.past.status == "wrong":
+    if limit.exact and limit.correct is not None and limit.past.status == Status.WRONG:
         limit.sharp = _same_at_other_seeds(limit, axis, backend, oracle, dtype, seed, done,
                                            write, budget_for)
     return limit
@@ -99,7 +99,7 @@ def _same_at_other_seeds(limit, axis, backend, oracle, dtype, seed, done, write,
                        "seed": seed + extra, "status": status, "detail": out.detail,
                        "loss_err": out.loss_err, "grad_err": out.grad_err,
                        "seconds": out.seconds})
-            same &= (status == "ok") == want_ok
+            same &= (status == Status.OK) == want_ok
     return same
 
 

@@ -2,11 +2,9 @@
 (right, or how it failed), so the cliff and the bisection that found it can be seen."""
 from __future__ import annotations
 
+from ctcbench.datasheet.search import Status
 from ctcbench.plotting import png_uri, pyplot
 
-MARKS = {"ok": ("o", "#2a9d4b"), "wrong": ("X", "#c0392b"), "invalid": ("X", "#8e44ad"),
-         "refuses": ("s", "#e67e22"), "crashes": ("*", "#000000"), "hangs": ("v", "#7f8c8d"),
-         "out of memory": ("D", "#2c3e50")}
 
 
 def limits_figure(probes: dict[str, list[dict]], title: str):
@@ -19,7 +17,8 @@ def limits_figure(probes: dict[str, list[dict]], title: str):
     seen = set()
     for y, axis in enumerate(axes):
         for r in probes[axis]:
-            marker, color = MARKS.get(r["status"], ("X", "#c0392b"))
+            status = Status(r["status"])  # a row read back from the run folder: the word
+            marker, color = status.marker, status.color
             label = r["status"] if r["status"] not in seen else None
             seen.add(r["status"])
             ax.scatter([max(r["value"], 1)], [y], marker=marker, color=color, s=46, label=label,

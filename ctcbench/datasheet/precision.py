@@ -21,6 +21,7 @@ import numpy as np
 
 from ctcbench.caselib.judge import result_errors
 from ctcbench.datasheet.probe import call, exact, problem_bytes
+from ctcbench.datasheet.search import Status
 from ctcbench.fuzz.judge import problem_of
 
 # the space searched
@@ -201,10 +202,10 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, timeout_s: 
             if failure is not None:
                 row.update(status=failure.status, detail=failure.detail)
             else:
-                row.update(status="ok", **scores(got, exact(oracle, problem)))
+                row.update(status=Status.OK, **scores(got, exact(oracle, problem)))
             write(row)
         progress.update()
-        if row["status"] != "ok":
+        if row["status"] != Status.OK:
             failed += 1
             return
         for key, field in CLIMBS.items():

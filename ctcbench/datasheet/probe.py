@@ -7,7 +7,7 @@ import time
 
 from ctcbench.caselib.judge import max_error, result_errors, wrong
 from ctcbench.core.memory import estimate_bytes_for
-from ctcbench.datasheet.search import Outcome
+from ctcbench.datasheet.search import Outcome, Status
 from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, UnsupportedProblem
 
 # what a framework's out-of-memory error says, in the message or the type name
@@ -31,19 +31,19 @@ def call(backend, problem, timeout_s: float):
     try:
         return backend.run(problem, timeout_s=float(timeout_s)), None
     except BackendTimeout:
-        return None, Outcome("hangs", f"no answer within {timeout_s:.3g} s (the worker was killed)")
+        return None, Outcome(Status.HANGS, f"no answer within {timeout_s:.3g} s (the worker was killed)")
     except BackendCrashed as exc:
         how = exc.signal or f"exit code {exc.exitcode}"
         if exc.signal == "SIGKILL" or _memory(str(exc)):
-            return None, Outcome("out of memory", f"the worker was killed ({how}): {exc}")
-        return None, Outcome("crashes", f"{how}: {exc}")
+            return None, Outcome(Status.OUT_OF_MEMORY, f"the worker was killed ({how}): {exc}")
+        return None, Outcome(Status.CRASHES, f"{how}: {exc}")
     except MemoryError as exc:
-        return None, Outcome("out of memory", f"MemoryError: {exc}")
+        return None, Outcome(Status.OUT_OF_MEMORY, f"MemoryError: {exc}")
     except UnsupportedProblem as exc:
-        return None, Outcome("refuses", f"UnsupportedProblem: {exc}")
+        return None, Outcome(Status.REFUSES, f"UnsupportedProblem: {exc}")
     except Exception as exc:  # the backend's own error: a refusal, or memory running out
         text = f"{type(exc).__name__}: {exc}"
-        return None, Outcome("out of memory" if _memory(text) else "refuses", text[:500])
+        return None, Outcome(Status.OUT_OF_MEMORY if _memory(text) else Status.REFUSES, text[:500])
 
 
 def exact(oracle, problem):
@@ -76,5 +76,6 @@ def probe(backend, oracle, problem, timeout_s: float) -> Outcome:
     want = exact(oracle, problem)
     loss_err, grad_err = errors(got, want)
     reason = wrong(problem, got, want, oracle.name)
-    status = "ok" if reason is None else "invalid" if reason.startswith("invariant") else "wrong"
+    status = (Status.OK if reason is None else Status.INVALID if reason.startswith("invariant")
+              else Status.WRONG)
     return Outcome(status, reason or "", loss_err, grad_err, seconds)

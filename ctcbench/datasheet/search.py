@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 
 class Clock:
@@ -31,13 +32,31 @@ class Clock:
             self.stopped += time.monotonic() - start
 
 
+class Status(StrEnum):
+    """What one limits or precision probe found: right, or how it failed; each with the mark
+    and colour the limits plot draws it with. Written to the sheet's files as the plain word."""
+
+    def __new__(cls, value: str, marker: str, color: str):
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.marker, member.color = marker, color
+        return member
+
+    OK = "ok", "o", "#2a9d4b"
+    WRONG = "wrong", "X", "#c0392b"  # an answer, but not the oracle's
+    INVALID = "invalid", "X", "#8e44ad"  # an answer that breaks an invariant of every answer
+    REFUSES = "refuses", "s", "#e67e22"  # raised (the backend's own error, or unsupported)
+    CRASHES = "crashes", "*", "#000000"  # the worker died
+    HANGS = "hangs", "v", "#7f8c8d"  # no answer within the timeout
+    OUT_OF_MEMORY = "out of memory", "D", "#2c3e50"
+
+
 @dataclass
 class Outcome:
-    """What one probe found: ``status`` "ok" or how it failed ("wrong", "invalid", "refuses",
-    "crashes", "hangs", "out of memory", "error"), a one-line ``detail``, and the errors
+    """What one probe found: a :class:`Status`, a one-line ``detail``, and the errors
     against the oracle where there was an answer."""
 
-    status: str
+    status: Status
     detail: str = ""
     loss_err: float | None = None
     grad_err: float | None = None
@@ -45,7 +64,7 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
 
 @dataclass
