@@ -106,6 +106,19 @@ def test_drivers_and_report_do_not_import_each_other():
     assert not wrong
 
 
+# the one driver built on another: atlas runs its entries' cases as compare runs them
+BUILT_ON = {("atlas", "compare")}
+
+
+def test_no_driver_imports_another_driver():
+    """What two drivers share lives in a lower layer (runtime's sizes and timing loop,
+    caselib's judge and case files), so a driver changes without touching its siblings."""
+    edges, drivers = graph(), LAYERS[LAYER["compare"]]  # the doctor is a layer below them
+    wrong = sorted((a, b) for a in drivers for b in drivers
+                   if a != b and b in edges.get(a, ()) and (a, b) not in BUILT_ON)
+    assert not wrong, wrong
+
+
 def test_the_check_can_fail():
     """The graph reader sees an import made inside a function (as the drivers' lazy ones are)."""
     assert "ctcbench.report" in imports(ROOT / "ctcbench" / "drivers.py")

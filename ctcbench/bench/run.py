@@ -1,8 +1,8 @@
 """The ``bench`` driver: measure every backend at every size of a grid, resumably, then
 compare with a baseline and export tables and plots.
 
-Sizes and grids are in ``ctcbench.bench.sizes``, how one size is measured in
-``ctcbench.bench.measure``. Rows go to ``rows.jsonl`` in the run folder as each size
+Sizes and grids are in ``ctcbench.runtime.sizes``, how one size is measured in
+``ctcbench.runtime.measure``. Rows go to ``rows.jsonl`` in the run folder as each size
 finishes (see ``ctcbench.runs.store``), so a run given ``--resume`` continues where it stopped.
 """
 from __future__ import annotations
@@ -12,13 +12,13 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from ctcbench.bench.measure import BASELINE, measure_size, resolve_backends, set_threads
 from ctcbench.bench.kind import KEY, KIND
-from ctcbench.bench.sizes import DTYPES, load_grid
 from ctcbench.errors import expect
-from ctcbench.runs.store import RunResult, check_out, open_run
-from ctcbench.runtime.threads import thread_counts
 from ctcbench.files import atomic_write, to_json
+from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.runtime.measure import BASELINE, measure_size, resolve_backends, set_threads
+from ctcbench.runtime.sizes import DTYPES, load_grid
+from ctcbench.runtime.threads import thread_counts
 
 FAILED = ("error", "crashed", "timeout")
 STATUSES = ("ok", "error", "crashed", "timeout", "unsupported", "skipped")

@@ -278,6 +278,12 @@ def to_problem(raw: Raw, dtype: str) -> CTCProblem:
     return CTCProblem(logits, targets, input_lengths, target_lengths, blank=blank)
 
 
+def problem_of(build: dict, dtype: str, *, case: str = "drawn") -> CTCProblem:
+    """The problem a ``[case.build]`` table makes (a case file's, or one that fuzz or the
+    datasheet drew), in ``dtype``; ``case`` names it in an error."""
+    return to_problem(build_raw(build, case=case), dtype)
+
+
 # -- transforms: (raw, params) -> (raw', map from the base gradient to this variant's, run kwargs)
 @dataclass
 class Variant:

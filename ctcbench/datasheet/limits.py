@@ -3,11 +3,11 @@ it does one step past it. Each probe is a row, so a resumed run replays the prob
 instead of running them again, and the search comes out the same."""
 from __future__ import annotations
 
+from ctcbench.caselib.builders import problem_of
 from ctcbench.core.memory import available_bytes
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.probe import probe, problem_bytes
 from ctcbench.datasheet.search import Clock, Limit, Outcome, Status, largest_correct
-from ctcbench.fuzz.judge import problem_of
 
 FLOOR_S = 5.0  # a probe may always take this long (within --timeout) before it is a hang
 SLOWDOWN = 20  # ... or this many times the last right probe's seconds, scaled by its size

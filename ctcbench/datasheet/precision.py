@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ctcbench.caselib.builders import problem_of
 from ctcbench.caselib.judge import result_errors
 from ctcbench.datasheet.probe import call, exact, problem_bytes
 from ctcbench.datasheet.search import Status
-from ctcbench.fuzz.judge import problem_of
 
 # the space searched
 T_RANGE = (2, 4096)

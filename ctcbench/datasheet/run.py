@@ -14,8 +14,8 @@ import os
 
 import pandas as pd
 
-from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
-from ctcbench.bench.sizes import TARGET_SIZES, make_problem
+from ctcbench.caselib.builders import problem_of
+from ctcbench.caselib.casefile import write_case
 from ctcbench.caselib.judge import call_differences, problem_tolerance, worst
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.datasheet.axes import AXES
@@ -25,13 +25,13 @@ from ctcbench.datasheet.precision import CLIMBS, worst_precision
 from ctcbench.datasheet.robustness import PROBES, try_malformed, valid_losses
 from ctcbench.datasheet.sheet import STAGES, sheets, write_exports  # STAGES: _Sheet methods
 from ctcbench.errors import expect, fail
-from ctcbench.fuzz.casefile import write_case
-from ctcbench.fuzz.judge import problem_of
 from ctcbench.progress import Progress
 from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.runtime.measure import measure_size, resolve_backends, set_threads
 from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
 from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
                                        backend_versions, check_backend_names, get_backend)
+from ctcbench.runtime.sizes import TARGET_SIZES, make_problem
 
 SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
 # Seconds the stages outside --budget took per backend (torch and numba, 2-core Intel Xeon,

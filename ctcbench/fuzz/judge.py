@@ -2,14 +2,9 @@
 and the invariants."""
 from __future__ import annotations
 
-from ctcbench.caselib.builders import build_raw, to_problem
+from ctcbench.caselib.builders import problem_of
 from ctcbench.caselib.judge import run_to_run, wrong
 from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem
-
-
-def problem_of(build: dict, dtype: str):
-    """The problem a drawn (or a case file's) ``[case.build]`` table makes, in ``dtype``."""
-    return to_problem(build_raw(build, case="fuzz"), dtype)
 
 
 def judge(backend, reference, build: dict, dtype: str) -> str | None:

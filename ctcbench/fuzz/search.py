@@ -14,9 +14,10 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
+from ctcbench.caselib.builders import problem_of
+from ctcbench.caselib.casefile import case_name, write_case
 from ctcbench.caselib.judge import DIFFERENT_CALLS, problem_tolerance
-from ctcbench.fuzz.casefile import case_name, write_case
-from ctcbench.fuzz.judge import calls_showing, judge, problem_of
+from ctcbench.fuzz.judge import calls_showing, judge
 from ctcbench.fuzz.problems import boundary_builds, builds, size, work
 from ctcbench.progress import Progress
 from ctcbench.runtime.protocol import BackendUnavailable

@@ -9,10 +9,10 @@ import pytest
 
 from ctcbench import BackendUnavailable, UnsupportedProblem
 from ctcbench.backends.numpy_ref import NumpyBackend
-from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
 from ctcbench.bench.run import bench, records
-from ctcbench.bench.sizes import Size, load_grid, make_problem
 from ctcbench.core.oracles import uniform_loss
+from ctcbench.runtime.measure import measure_size, resolve_backends, set_threads
+from ctcbench.runtime.sizes import Size, load_grid, make_problem
 
 
 class Sleepy(NumpyBackend):

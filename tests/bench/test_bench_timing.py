@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 from ctcbench import BackendUnavailable
-from ctcbench.bench.measure import measure_size, resolve_backends, set_threads
-from ctcbench.bench.sizes import Size
+from ctcbench.runtime.measure import measure_size, resolve_backends, set_threads
+from ctcbench.runtime.sizes import Size
 from timing_backends import (SLEEP_S, ConvertsForAHundredMs, ConvertsForAHundredMsIsolated,
                              SleepsFiftyMs)
 
@@ -83,7 +83,7 @@ COMPILED_SHAPES = textwrap.dedent("""
     import logging, sys
     import jax
     from ctcbench.backends.optax_ctc import OptaxBackend
-    from ctcbench.bench.sizes import Size, make_problem
+    from ctcbench.runtime.sizes import Size, make_problem
     logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(message)s")
     backend = OptaxBackend()
     backend.prepare()

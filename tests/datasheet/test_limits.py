@@ -7,9 +7,9 @@ import json
 import pytest
 
 import ctcbench
+from ctcbench.caselib.builders import problem_of
 from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.run import datasheet
-from ctcbench.fuzz.judge import problem_of
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from ctcbench.caselib.builders import problem_of
 from ctcbench.cli import cli
 from ctcbench.core.ctcmath import collapse
 from ctcbench.datasheet.precision import (GENES, SLOPES, T_RANGE, SCALE_RANGE, Genes, _mutate,
                                           _next_move, _path, build, scores)
 from ctcbench.datasheet.run import datasheet
 from ctcbench.datasheet.sheet import text
-from ctcbench.fuzz.judge import problem_of
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

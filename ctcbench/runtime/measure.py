@@ -26,10 +26,10 @@ import time
 
 import numpy as np
 
-from ctcbench.bench.sizes import Size, make_problem
 from ctcbench.runtime.protocol import (BackendFailure, BackendUnavailable, UnsupportedProblem,
                                        as_result, kernel_call)
 from ctcbench.runtime.registry import backend_names, check_backend_names, get_backend
+from ctcbench.runtime.sizes import Size, make_problem
 from ctcbench.runtime.threads import use_threads
 from ctcbench.runtime.timing import CallTimes, time_calls, timed
 
