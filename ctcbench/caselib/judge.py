@@ -137,7 +137,7 @@ DIFFERENT_CALLS = "deterministic:"  # how run_to_run's line begins
 def call_differences(first, second) -> dict[str, float | None]:
     """Two calls' results on one problem (``.loss (N,)``, ``.grad_logits (T, N, C)``), per
     part (``loss``, ``grad``): None where they are the same bits (NaN equal to NaN), else the
-    largest difference (0 where both are the same infinity, NaN where only one is NaN)."""
+    largest difference as :func:`result_errors` measures it (NaN where only one is NaN)."""
     errors = dict(zip(("loss", "grad"), result_errors(first, second)))
     same = {"loss": np.array_equal(first.loss, second.loss, equal_nan=True),
             "grad": np.array_equal(first.grad_logits, second.grad_logits, equal_nan=True)}

@@ -6,7 +6,6 @@ from ctcbench.datasheet.search import Status
 from ctcbench.plotting import png_uri, pyplot
 
 
-
 def limits_figure(probes: dict[str, list[dict]], title: str):
     """``probes``: axis -> its probe rows (``value``, ``status``). None without probes."""
     axes = [a for a in probes if probes[a]]
