@@ -26,12 +26,14 @@ def _ctc(log_probs, targets, input_lengths, target_lengths, blank, repeat_rule):
     skip[:, 2:] = ext[:, 2:] != blank
     if repeat_rule:
         skip[:, 2:] &= ext[:, 2:] != ext[:, :-2]
-    emit = lp.gather(2, ext[None].expand(T, -1, -1))  # (T, N, 2S+1)
+    # T tensors (N, 2S+1): indexing one (T, N, 2S+1) tensor per step would give each step's
+    # backward a gradient of the whole tensor, O(T^2) work
+    emit = lp.gather(2, ext[None].expand(T, -1, -1)).unbind(0)
     alpha = torch.full(ext.shape, NEG, dtype=torch.float64)
     for t in range(T):
         if t == 0:
             new = torch.full_like(alpha, NEG)
-            new[:, :2] = emit[0, :, :2]
+            new[:, :2] = emit[0][:, :2]
         else:
             one, two = _shifted(alpha, 1), torch.where(skip, _shifted(alpha, 2), NEG)
             new = torch.logsumexp(torch.stack([alpha, one, two]), 0) + emit[t]
@@ -43,6 +45,9 @@ def _ctc(log_probs, targets, input_lengths, target_lengths, blank, repeat_rule):
     empty = torch.where(target_lengths == 0, 0.0, float("inf")).double()
     loss = torch.where(input_lengths == 0, empty, loss)
     loss = torch.where(loss > 1e25, float("inf"), loss)  # no path: infinite, no gradient
+    # float32 log-probs of a near-certain path can round the loss a little below 0 (optax#1771):
+    # said as 0, the gradient kept
+    loss = torch.where(loss < 0, loss - loss.detach(), loss)
     return loss.to(log_probs.dtype)
 
 
