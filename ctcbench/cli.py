@@ -11,8 +11,9 @@ from pathlib import Path
 import click
 
 from ctcbench import __version__
-from ctcbench.cli_options import (baseline_options, format_option, function_options,
-                                  list_option, one_backend, out_options, with_functions)
+from ctcbench.cli_options import (baseline_options, case_dirs_option, format_option,
+                                  function_options, list_option, one_backend, out_options,
+                                  with_functions)
 from ctcbench.cli_types import Number, OneOf
 from ctcbench.cluster import EXECUTORS
 from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
@@ -67,12 +68,11 @@ def cli():
 @format_option("table", "json")
 def backends(fmt):
     """List CTC backends, whether each runs here, and how to install what is missing."""
-    from ctcbench.runtime.registry import list_backends
     from ctcbench.files import to_json
+    from ctcbench.runtime.registry import list_backends
     infos = list_backends()
     if fmt == "json":
-        click.echo(to_json([dataclasses.asdict(i) for i in infos], indent=2))
-        return
+        return click.echo(to_json([dataclasses.asdict(i) for i in infos], indent=2))
     width = max(len(i.name) for i in infos)
     for i in infos:
         status = "available" if i.available else "unavailable"
@@ -83,9 +83,7 @@ def backends(fmt):
 
 
 @cli.command("cases")
-@click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
-              type=click.Path(file_okay=False),
-              help="Folder of .toml/.json case files to list instead of the built-in library.")
+@case_dirs_option("list")
 @format_option("table", "json")
 def cases_cmd(case_dirs, fmt):
     """List the edge cases: family, oracle, dtypes and what each one checks."""
@@ -96,8 +94,7 @@ def cases_cmd(case_dirs, fmt):
     prepare_all(cases)  # built and answered as compare would: its errors are reported here too
     rows = describe(cases)
     if fmt == "json":
-        click.echo(to_json(rows, indent=1))
-        return
+        return click.echo(to_json(rows, indent=1))
     names = [f"{r['family']}/{r['name']}" for r in rows]
     dtypes = [",".join(r["dtypes"]) for r in rows]
     width, dwidth = max(len(n) for n in names), max(len(d) for d in dtypes)
@@ -114,9 +111,7 @@ def cases_cmd(case_dirs, fmt):
 @click.option("--dtype", "dtypes", multiple=True,
               type=OneOf(FLOAT_DTYPES),
               help="Only these dtypes (repeatable); default each case's own list.")
-@click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
-              type=click.Path(file_okay=False),
-              help="Folder of .toml/.json case files to use instead of the built-in library.")
+@case_dirs_option("use")
 @out_options("compare")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Save margins.png (error / tolerance per case and backend) in the run folder.")
@@ -429,8 +424,8 @@ def atlas(backend_names, out, resume, fmt):
                    "allows].")
 @out_options("datasheet")
 @format_option("table", "json")
-def datasheet(backend_names, functions, convention, device, all_backends, dtypes, budget, timeout, max_memory_mb, stages,
-              axes, seed, repeat, trials, out, resume, fmt):
+def datasheet(backend_names, functions, convention, device, all_backends, dtypes, budget,
+              timeout, max_memory_mb, stages, axes, seed, repeat, trials, out, resume, fmt):
     """One page per CTC implementation: its limits, worst precision, bad input, speed."""
     from ctcbench.datasheet.axes import AXES
     from ctcbench.datasheet.run import STAGES, datasheet as run_datasheet
@@ -451,5 +446,4 @@ def datasheet(backend_names, functions, convention, device, all_backends, dtypes
     click.echo(text(result.summary["sheets"]))
 
 
-def main():
-    cli()
+main = cli  # the console script's entry point (pyproject.toml)

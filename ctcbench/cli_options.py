@@ -30,6 +30,13 @@ def list_option(*decls, metavar: str, help: str):
                         callback=listed, help=help)
 
 
+def case_dirs_option(verb: str):
+    """``--cases DIR`` (repeatable): case folders in place of the built-in library."""
+    return click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
+                        type=click.Path(file_okay=False), help=f"Folder of .toml/.json case "
+                        f"files to {verb} instead of the built-in library.")
+
+
 def out_options(kind: str, resume_note: str = ""):
     """The run-folder options every driver shares: ``--out DIR`` and ``--resume``."""
     def decorate(fn):

@@ -31,7 +31,7 @@ import traceback
 
 import numpy as np
 
-from ctcbench.errors import InputError
+from ctcbench.errors import InputError, expect
 from ctcbench.runtime.protocol import (
     BackendCrashed,
     BackendResult,
@@ -201,10 +201,9 @@ def _problem_from(header: dict, arrays: dict):
 
 # -- the parent side --------------------------------------------------------------------------
 def _seconds_or_fail(timeout_s) -> None:
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
-            or not 0 < timeout_s < float("inf"):
-        raise ValueError(f"timeout_s: expected a positive finite number of seconds, "
-                         f"got {timeout_s!r}")
+    expect(not isinstance(timeout_s, bool) and isinstance(timeout_s, (int, float))
+           and 0 < timeout_s < float("inf"), "timeout_s", "a positive finite number of seconds",
+           repr(timeout_s))
 
 
 class _Timeout(Exception):
@@ -365,7 +364,9 @@ class IsolatedBackend:
     def _request(self, header: dict, arrays: dict | None, calls: int = 1,
                  timeout_s: float | None = None) -> tuple[dict, dict]:
         """Send one request of ``calls`` calls, return the reply; failures raised as for
-        ``run`` (the timeout is ``timeout_s``, default the trait, per call)."""
+        ``run`` (the timeout is ``timeout_s``, default the trait, per call; checked here)."""
+        if timeout_s is not None:
+            _seconds_or_fail(timeout_s)
         key = (self.spec, self.name)
         try:
             worker = self._worker()
@@ -396,8 +397,6 @@ class IsolatedBackend:
         """``run``, plus the seconds the call took here (the whole round trip: sending the
         problem, the call, the reply) and inside the worker (the backend's ``run`` alone).
         ``exact_shape`` is passed on to a backend whose ``run`` takes it."""
-        if timeout_s is not None:
-            _seconds_or_fail(timeout_s)
         if grad_weights is not None and not self.traits.takes_grad_weights:
             raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
         header, arrays = _problem_arrays(problem, grad_weights)
@@ -435,8 +434,6 @@ class IsolatedBackend:
         arrays = {"logits": np.asarray(logits), "targets": np.asarray(targets),
                   "input_lengths": np.asarray(input_lengths),
                   "target_lengths": np.asarray(target_lengths)}
-        if timeout_s is not None:
-            _seconds_or_fail(timeout_s)
         reply, out = self._request({"op": "raw", "blank": int(blank)}, arrays,
                                    timeout_s=timeout_s)
         if reply["outcome"] == "raised":
