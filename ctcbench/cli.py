@@ -17,14 +17,16 @@ from ctcbench.cli_options import (baseline_options, case_dirs_option, format_opt
 from ctcbench.cli_types import Number, OneOf
 from ctcbench.cluster import EXECUTORS
 from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
-from ctcbench.convergence.options import SettingsCommand
+from ctcbench.convergence.options import config_option, run_settings
 from ctcbench.convergence.scenarios import SCENARIOS
+from ctcbench.datasheet.config import datasheet_settings
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.core.reduction import REDUCTIONS
 from ctcbench.doctor.load import MAX_BYTES
 from ctcbench.drivers import DRIVERS, finish_run
 from ctcbench.errors import InputError
 from ctcbench.runtime.registry import REFERENCE
+from ctcbench.settings import SettingsCommand, command_line_settings
 
 
 LIBRARY_ERRORS = (ValueError, KeyError, OSError, RuntimeError)  # what the library raises for
@@ -238,7 +240,7 @@ def bench(backend_names, grid, repeat, threads, dtype, functions, convention, de
         raise click.ClickException("\n".join(result.summary["regressions"]))
 
 
-@cli.command(cls=SettingsCommand)  # one option per config field, and --config, made on first use
+@cli.command(cls=SettingsCommand, settings=run_settings, extra=config_option)  # made on first use
 @click.option("--jobs", type=Number(int), default=None, help="Parallel runs [default: min(2, CPUs)].")
 @out_options("convergence", resume_note=" (its stored config is used)")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=str(DEFAULT_CACHE_DIR),
@@ -278,17 +280,13 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
         max_len = 6
         seed = 0                          # --data-seed
     """
-    from ctcbench.convergence.config import ConfigError
-    from ctcbench.convergence.options import command_line_settings, option_names
     from ctcbench.convergence.run import convergence as run_convergence
     from ctcbench.convergence.tables import grid_output, scenario_output
-    try:
-        result = run_convergence(
-            command_line_settings(ctx), scenario=scenario, out=out, resume=resume, jobs=jobs,
-            cache_dir=cache_dir, executor=executor, scheduler=scheduler, tensorboard=tensorboard,
-            config_file=config_file, echo=lambda line: click.echo(line, err=True))
-    except ConfigError as exc:  # a setting's key: named by its option
-        raise click.ClickException(exc.named(option_names().get(exc.key, exc.key))) from None
+    result = run_convergence(
+        command_line_settings(ctx, run_settings()), scenario=scenario, out=out, resume=resume,
+        jobs=jobs, cache_dir=cache_dir, executor=executor, scheduler=scheduler,
+        tensorboard=tensorboard, config_file=config_file,
+        echo=lambda line: click.echo(line, err=True))
     for run in result.arms.values() if scenario else [result]:
         finish_run(run, named=fmt == "table")  # report.html in each grid's folder
     click.echo(scenario_output(result, fmt) if scenario else grid_output(result, fmt))
@@ -391,53 +389,26 @@ def atlas(backend_names, out, resume, fmt):
     click.echo(table_text(result))
 
 
-@cli.command()
+@cli.command(cls=SettingsCommand, settings=datasheet_settings)  # options made on first use
 @list_option("--backend", "backend_names", metavar="NAME",
              help="Backends to describe (repeatable).")
 @function_options("Describe", known_issues=False)
 @click.option("--all", "all_backends", is_flag=True,
               help="Every registered backend, side by side (those that cannot run here are "
                    "listed as skipped).")
-@list_option("--dtype", "dtypes", metavar="DTYPE",
-             help="Dtypes of every stage; default limits, repeat calls and speed in float32, "
-                  "precision in every dtype the backend takes.")
-@click.option("--budget", type=Number(float, min=0, open=True), default=120.0,
-              show_default=True, help="Seconds per backend for the limits (60 %) and the "
-                                      "precision search (40 %).")
-@click.option("--timeout", type=Number(float, min=0, open=True), default=60.0,
-              show_default=True, help="The most one probe may take; longer is a hang.")
-@click.option("--max-memory", "max_memory_mb", type=Number(int, min=1), default=2048,
-              show_default=True, metavar="MB",
-              help="Sizes estimated to need more memory are not run.")
-@list_option("--stages", metavar="STAGE",
-             help="Some of limits, precision, robustness, determinism, speed [default: all].")
-@list_option("--axes", metavar="AXIS",
-             help="Limits on some of T, L, C, N, label, TL [default: all].")
-@click.option("--seed", type=Number(int, min=0), default=0, show_default=True,
-              help="Seed of the problems and of the precision search.")
-@click.option("--repeat", type=Number(int, min=1), default=3, show_default=True,
-              help="Timed measurements per speed size.")
-@click.option("--trials", type=Number(int, min=1), default=None, metavar="N",
-              help="The most candidates of the precision search per dtype (the budget may "
-                   "end it first); with a count, the same seed makes the same search on any "
-                   "machine where no candidate times out [default: as many as the budget "
-                   "allows].")
 @out_options("datasheet")
 @format_option("table", "json")
-def datasheet(backend_names, functions, convention, device, all_backends, dtypes, budget,
-              timeout, max_memory_mb, stages, axes, seed, repeat, trials, out, resume, fmt):
+@click.pass_context
+def datasheet(ctx, backend_names, functions, convention, device, all_backends, out, resume, fmt,
+              **_settings):
     """One page per CTC implementation: its limits, worst precision, bad input, speed."""
-    from ctcbench.datasheet.axes import AXES
-    from ctcbench.datasheet.run import STAGES, datasheet as run_datasheet
+    from ctcbench.datasheet.run import datasheet as run_datasheet
     from ctcbench.datasheet.sheet import text
     from ctcbench.drivers import write_backend_pages
     from ctcbench.files import read_text
     backend_names = with_functions(backend_names, functions, convention, device) or []
-    result = run_datasheet(
-        backend_names, all_backends=all_backends, dtypes=list(dtypes) or None,
-        budget=budget, timeout=timeout, max_memory=max_memory_mb * 2**20,
-        stages=list(stages) or STAGES, axes=list(axes) or tuple(AXES), seed=seed,
-        repeat=repeat, trials=trials, out=out, resume=resume)
+    result = run_datasheet(backend_names, all_backends=all_backends, out=out, resume=resume,
+                           **command_line_settings(ctx, datasheet_settings()))
     result.files += write_backend_pages(result.run_dir)  # before report.html, which links them
     finish_run(result)
     if fmt == "json":

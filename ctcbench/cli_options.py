@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ctcbench.cli_types import Number, OneOf
+from ctcbench.settings import list_callback
 
 
 def format_option(*choices: str):
@@ -17,17 +18,8 @@ def list_option(*decls, metavar: str, help: str):
     """An option taking a list of names, repeated or comma-separated alike (``--backend a,b
     --backend c``): ``--backend`` of every command and the datasheet's lists are made here,
     so they read the same way. A value naming nothing (``--backend ""``) is an error."""
-    def listed(ctx, param, values) -> tuple:
-        names = []
-        for value in values:
-            parts = [v.strip() for v in value.split(",") if v.strip()]
-            if not parts:
-                raise click.BadParameter(f"expected {metavar}[,{metavar}...], got {value!r}",
-                                         param=param)
-            names += parts
-        return tuple(names)
     return click.option(*decls, multiple=True, metavar=f"{metavar}[,{metavar}...]",
-                        callback=listed, help=help)
+                        callback=list_callback(str, metavar), help=help)
 
 
 def case_dirs_option(verb: str):

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # docs/layout.md, "Layers": left to right. A part is a module or subpackage of ctcbench.
 LAYERS = (
     ("errors", "files", "environment", "progress", "formatting", "plotting", "cluster",
-     "cli_types"),
+     "cli_types", "settings"),
     ("core",),
     ("runtime", "backends"),
     ("caselib", "cases", "torch"),

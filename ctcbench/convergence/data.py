@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, at_least, check_config,
-                                         setting)
+from ctcbench.settings import NON_NEGATIVE, NON_NEGATIVE_INT, at_least, check_config, setting
 from ctcbench.convergence.datacache import check_cache_dir, load_or_build
 from ctcbench.progress import Progress
 from ctcbench.errors import expect

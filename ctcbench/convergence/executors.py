@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ctcbench.cluster import (EXECUTORS, SCHEDULER_SCHEMES, check_executor,  # noqa: F401
-                              check_scheduler, dask_client)
+from ctcbench.cluster import check_executor, dask_client
 
 RETRIES = 3  # per run, on top of the scheduler's own rescheduling after a worker dies
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ctcbench.convergence.config import at_least, setting
+from ctcbench.settings import at_least, setting
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ctcbench.convergence.checkpoints import load_checkpoint
-from ctcbench.convergence.config import ConfigError
+from ctcbench.settings import ConfigError
 from ctcbench.convergence.data import decode_text, ink_image
 from ctcbench.convergence.decode import MAX_BEAM
 from ctcbench.convergence.evaluation import decode_outputs

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ctcbench.convergence.config import ConfigError
+from ctcbench.settings import ConfigError
 from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
 from ctcbench.errors import InputError, expect
 from ctcbench.runs.store import RunResult, resume_needs_out

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ctcbench.errors import UnknownName
-from ctcbench.convergence.config import (TYPE_NAMES, ConfigError, Setting, check_value, expect,
-                                         list_problem, same_value, settings, show, type_ok)
+from ctcbench.convergence.config import same_value, show
+from ctcbench.settings import (TYPE_NAMES, ConfigError, Setting, check_value, expect, list_problem,
+                               settings, type_ok)
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.grid import Grid
 from ctcbench.convergence.train import TrainConfig, check_fits

@@ -26,9 +26,8 @@ import torch
 
 from ctcbench.convergence.batches import batch_indices, tensors
 from ctcbench.convergence.checkpoints import load_checkpoint, restore, save_checkpoint
-from ctcbench.convergence.config import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, ConfigError,
-                                         at_least, check_config, expect, in_unit_interval,
-                                         setting)
+from ctcbench.settings import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, ConfigError, at_least,
+                               check_config, expect, in_unit_interval, setting)
 from ctcbench.convergence.ctc import ctc_loss_fn, model_loss
 from ctcbench.convergence.curve import (CURVE_FLOATS, complete_rows, eval_steps, summarize,
                                         write_rows)

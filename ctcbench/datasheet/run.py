@@ -10,35 +10,33 @@ into one datasheet per backend.
 """
 from __future__ import annotations
 
-import os
+from dataclasses import asdict
 
 import pandas as pd
 
 from ctcbench.caselib.builders import problem_of
 from ctcbench.caselib.casefile import write_case
-from ctcbench.caselib.judge import call_differences, problem_tolerance, worst
+from ctcbench.caselib.judge import problem_tolerance
 from ctcbench.core.problem import FLOAT_DTYPES
-from ctcbench.datasheet.axes import AXES
+from ctcbench.datasheet.config import SHARE, STAGES, DatasheetSettings
+from ctcbench.datasheet.determinism import DETERMINISM_SIZE, determinism
 from ctcbench.datasheet.kind import KIND
 from ctcbench.datasheet.limits import WARM_UP, limits, warm_up
 from ctcbench.datasheet.precision import CLIMBS, worst_precision
 from ctcbench.datasheet.robustness import PROBES, try_malformed, valid_losses
-from ctcbench.datasheet.sheet import STAGES, sheets, write_exports  # STAGES: _Sheet methods
-from ctcbench.errors import expect, fail
+from ctcbench.datasheet.sheet import sheets, write_exports
+from ctcbench.errors import expect, fail, one_of
 from ctcbench.progress import Progress
 from ctcbench.runs.store import RunResult, check_out, open_run
-from ctcbench.runtime.measure import measure_size, resolve_backends, set_threads
+from ctcbench.runtime.measure import measure_size, resolve_backends, threads_within
 from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
 from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
                                        backend_versions, check_backend_names, get_backend)
-from ctcbench.runtime.sizes import TARGET_SIZES, make_problem
+from ctcbench.runtime.sizes import TARGET_SIZES
 
-SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
 # Seconds the stages outside --budget took per backend (torch and numba, 2-core Intel Xeon,
 # 2026-12-02: `ctcbench datasheet --backend torch,numba --budget 10`, docs/datasheet.md)
 STAGE_SECONDS = {"robustness": 3.0, "determinism": 2.0, "speed": 25.0}
-REPEATS = 5  # calls compared for determinism
-DETERMINISM_SIZE = TARGET_SIZES[1]  # T=200 N=16 C=50 L=40
 SPEED_THREADS = 1
 
 
@@ -73,48 +71,27 @@ def _takes(backend, dtype: str) -> bool:
     return True
 
 
-def determinism(backend, dtype: str) -> dict:
-    """``REPEATS`` calls on one problem: identical bits, or by how much they differ."""
-    size = DETERMINISM_SIZE
-    problem = make_problem(size, dtype=dtype, seed=1)
-    first = backend.run(problem)
-    loss_diff = grad_diff = 0.0
-    identical = True
-    for _ in range(REPEATS - 1):
-        diff = call_differences(backend.run(problem), first)  # None: the same bits
-        identical &= diff["loss"] is None and diff["grad"] is None
-        loss_diff = worst(loss_diff, diff["loss"] or 0.0)
-        grad_diff = worst(grad_diff, diff["grad"] or 0.0)
-    return {"stage": "determinism", "item": size.label, "calls": REPEATS,
-            "status": "identical" if identical else "differs",
-            "loss_diff": loss_diff, "grad_diff": grad_diff,
-            "declared": backend.traits.nondeterministic}
-
-
 def _speed(name: str, dtype: str, sizes, repeat: int, progress) -> list[dict]:
     """The bench's rows for ``name`` beside torch's, measured interleaved, at ``sizes``, on
     one thread (as ``ctcbench bench`` measures by default)."""
-    environ = dict(os.environ)  # set_threads sets the thread variables the workers read
-    set_threads(SPEED_THREADS)
-    backends = resolve_backends([name])
     rows = []
-    try:
-        for size in sizes:
-            progress.note(f"{name} {dtype} speed {size.label}")
-            for r in measure_size(backends, size, dtype=dtype, repeat=repeat, memory=True,
-                                  threads=SPEED_THREADS):
-                if r["backend"] == name:
-                    keep = ("T", "N", "C", "L", "status", "reason", "ns_per_cell",
-                            "time_median_s", "ratio_to_torch", "peak_rss_mb", "first_call_s")
-                    rows.append({"stage": "speed", "item": size.label,
-                                 "threads": SPEED_THREADS, **{k: r.get(k) for k in keep}})
-            progress.update()
-    finally:  # the next backend's stages run as this one's did
-        for b in backends.values():
-            if not isinstance(b, tuple):
-                b.close()
-        os.environ.clear()
-        os.environ.update(environ)
+    with threads_within(SPEED_THREADS):
+        backends = resolve_backends([name])
+        try:
+            for size in sizes:
+                progress.note(f"{name} {dtype} speed {size.label}")
+                for r in measure_size(backends, size, dtype=dtype, repeat=repeat, memory=True,
+                                      threads=SPEED_THREADS):
+                    if r["backend"] == name:
+                        keep = ("T", "N", "C", "L", "status", "reason", "ns_per_cell",
+                                "time_median_s", "ratio_to_torch", "peak_rss_mb", "first_call_s")
+                        rows.append({"stage": "speed", "item": size.label,
+                                     "threads": SPEED_THREADS, **{k: r.get(k) for k in keep}})
+                progress.update()
+        finally:  # workers started at this count; the next stages start their own
+            for b in backends.values():
+                if not isinstance(b, tuple):
+                    b.close()
     return rows
 
 
@@ -135,28 +112,16 @@ def _names(backends, all_backends: bool) -> list[str]:
     return list(dict.fromkeys(backends))
 
 
-def _check(budget, timeout, max_memory, stages, dtypes, seed, repeat, trials) -> None:
-    for value, name in ((budget, "--budget"), (timeout, "--timeout")):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e7:
-            fail(name, "a positive number of seconds", repr(value))
-    if isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory < 2**20:
-        fail("--max-memory", "a number of bytes >= 1 MiB", repr(max_memory))
-    bad = [s for s in stages if s not in STAGES]
-    expect(bool(stages) and not bad, "--stages", f"some of {', '.join(STAGES)}",
-           ", ".join(bad) or "none")
-    bad = [d for d in dtypes or () if d not in FLOAT_DTYPES]
-    expect(not bad, "--dtype", f"some of {', '.join(FLOAT_DTYPES)}", ", ".join(bad))
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        fail("--seed", "a non-negative integer", repr(seed))
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        fail("--repeat", "a positive integer", repr(repeat))
-    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)
-                               or trials < 1):
-        fail("--trials", "a positive integer", repr(trials))
+def _settings(options: dict) -> DatasheetSettings:
+    """The settings the keyword arguments give, checked (a list may be any sequence)."""
+    known = DatasheetSettings.__dataclass_fields__
+    one_of("datasheet()", [f"{k}=" for k in options], [f"{k}=" for k in known])
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    return DatasheetSettings(**values).check()
 
 
 # what the rows a resume replays depend on; other backends, stages or axes are rows of their own
-REPLAYED = ("dtypes", "budget_s", "timeout_s", "max_memory", "seed", "repeat", "trials")
+REPLAYED = tuple(k for k in DatasheetSettings.__dataclass_fields__ if k not in ("stages", "axes"))
 
 
 def _same_options(meta: dict | None, config: dict) -> None:
@@ -164,7 +129,7 @@ def _same_options(meta: dict | None, config: dict) -> None:
     stored = (meta or {}).get("config") or {}
     for key in REPLAYED:
         value = config[key]
-        if key in stored and stored[key] != value:
+        if key in stored and stored[key] != (list(value) if isinstance(value, tuple) else value):
             fail("--resume", f"the options of the run in the folder ({key} = {stored[key]!r})",
                  f"{key} = {value!r}")
 
@@ -173,7 +138,7 @@ class _Sheet:
     """One backend's stages in an open run folder: each writes its rows as they are finished
     and skips what ``done`` (the rows the folder holds, by key) already has."""
 
-    def __init__(self, name: str, run, done: dict, bar, config: dict):
+    def __init__(self, name: str, run, done: dict, bar, config: DatasheetSettings):
         self.name, self.run, self.done, self.bar, self.config = name, run, done, bar, config
         self.backend, self.taken, self.main = None, [], []
 
@@ -223,9 +188,9 @@ class _Sheet:
         oracle = _oracle(self.name, fast=True)
         for dtype in self.main:
             warm_up(oracle, dtype)
-            limits(self.backend, oracle, dtype, axes=c["axes"],
-                   budget_s=c["budget_s"] * SHARE["limits"] / len(self.main),
-                   timeout_s=c["timeout_s"], max_bytes=c["max_memory"], seed=c["seed"],
+            limits(self.backend, oracle, dtype, axes=c.axes,
+                   budget_s=c.budget * SHARE["limits"] / len(self.main),
+                   timeout_s=c.timeout, max_bytes=c.max_bytes, seed=c.seed,
                    done=self.done_for(dtype), write=self.writer(dtype), progress=self.bar)
 
     def precision(self) -> None:
@@ -237,9 +202,9 @@ class _Sheet:
             warm_up(oracle, dtype)
             verdict = worst_precision(
                 self.backend, oracle, dtype,
-                budget_s=c["budget_s"] * SHARE["precision"] / len(self.taken),
-                timeout_s=c["timeout_s"], max_bytes=c["max_memory"], seed=c["seed"],
-                trials=c["trials"], done=self.done_for(dtype), write=self.writer(dtype),
+                budget_s=c.budget * SHARE["precision"] / len(self.taken),
+                timeout_s=c.timeout, max_bytes=c.max_bytes, seed=c.seed,
+                trials=c.trials, done=self.done_for(dtype), write=self.writer(dtype),
                 progress=self.bar)
             for key in CLIMBS:
                 if key in verdict:
@@ -255,7 +220,7 @@ class _Sheet:
             if not self.has(None, "robustness", malformed.name):
                 self.bar.note(f"{self.name} malformed: {malformed.name}")
                 self.write(try_malformed(self.backend, malformed, valid=valid,
-                                         timeout_s=min(self.config["timeout_s"], 30.0)))
+                                         timeout_s=min(self.config.timeout, 30.0)))
                 self.bar.update()
 
     def determinism(self) -> None:
@@ -263,18 +228,13 @@ class _Sheet:
             if self.has(dtype, "determinism", DETERMINISM_SIZE.label):
                 continue
             self.bar.note(f"{self.name} {dtype} determinism")
-            try:
-                row = determinism(self.backend, dtype)
-            except Exception as exc:  # what it raised is the row's answer
-                row = {"stage": "determinism", "item": DETERMINISM_SIZE.label,
-                       "status": "failed", "detail": f"{type(exc).__name__}: {exc}"[:500]}
-            self.write(row, dtype)
+            self.write(determinism(self.backend, dtype), dtype)
 
     def speed(self) -> None:
         for dtype in self.main:
             if dtype in ("float32", "float64"):  # what bench measures
                 todo = [z for z in TARGET_SIZES if not self.has(dtype, "speed", z.label)]
-                for row in _speed(self.name, dtype, todo, self.config["repeat"], self.bar):
+                for row in _speed(self.name, dtype, todo, self.config.repeat, self.bar):
                     self.write(row, dtype)
 
 
@@ -289,25 +249,21 @@ def estimate(backends: int, budget: float, stages) -> str:
             f"{total / 60:.1f} min in all; a probe that hangs adds up to --timeout")
 
 
-def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget: float = 120.0,
-              timeout: float = 60.0, max_memory: int = 2 * 2**30, stages=STAGES,
-              axes=tuple(AXES), seed: int = 0, repeat: int = 3, trials: int | None = None,
-              out=None, resume: bool = False, progress: bool | None = True) -> RunResult:
+def datasheet(backends=None, *, all_backends: bool = False, out=None, resume: bool = False,
+              progress: bool | None = True, **options) -> RunResult:
     """The datasheet of each backend in ``backends`` (or every registered one: ``all_backends``).
 
-    ``dtypes``: the dtypes of every stage (default: limits, determinism and speed in float32,
-    precision in every dtype the backend takes). ``budget``: seconds per backend for the two
-    searches, 60 % to the limits (shared by the axes), 40 % to precision (shared by the
-    dtypes); the other stages take what they take. ``timeout``: the most one probe may take
-    (a probe taking more is a hang); ``max_memory``: bytes, sizes estimated to need more are
-    not run. ``stages``: some of ``STAGES``; ``axes``: some of ``AXES``. ``repeat``:
-    measurements per speed size. ``trials``: the most candidates of the precision search per
-    dtype (it stops there or at the budget): with a count, its verdict is the seed's alone.
-    ``out``/``resume``: the run-folder rules of every driver.
+    ``options``: the fields of :class:`ctcbench.datasheet.config.DatasheetSettings`, each
+    with its default and help there: ``dtypes`` (default: limits, determinism and speed in
+    float32, precision in every dtype the backend takes), ``budget`` (seconds per backend for
+    the two searches, split by ``SHARE``: the limits' share among the axes, precision's among
+    the dtypes; the other stages take what they take), ``timeout`` (the most one probe may
+    take; more is a hang), ``max_memory_mb`` (sizes estimated to need more are not run),
+    ``stages``, ``axes``, ``seed``, ``repeat`` (measurements per speed size) and ``trials`` (the
+    most candidates of the precision search per dtype: with a count, its verdict is the seed's
+    alone). ``out``/``resume``: the run-folder rules of every driver.
     """
-    _check(budget, timeout, max_memory, tuple(stages), dtypes, seed, repeat, trials)
-    bad = [a for a in axes if a not in AXES]
-    expect(not bad, "--axes", f"some of {', '.join(AXES)}", ", ".join(bad))
+    settings = _settings(options)
     names = _names(list(backends or []), all_backends)
     for name in names if not all_backends else ():  # before any folder is made
         try:
@@ -315,23 +271,21 @@ def datasheet(backends=None, *, all_backends: bool = False, dtypes=None, budget:
         except BackendUnavailable as exc:
             fail("--backend", f"a backend that runs here ({name!r} cannot: {exc})", name)
     check_out(KIND, out, resume=resume)
-    config = {"backends": names, "all": all_backends, "dtypes": list(dtypes or []),
-              "budget_s": budget, "timeout_s": timeout, "max_memory": max_memory,
-              "stages": list(stages), "axes": list(axes), "seed": seed, "repeat": repeat,
-              "trials": trials}
+    config = {"backends": names, "all": all_backends,
+              **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items()}}
     with open_run(KIND, out, resume=resume) as run, \
             Progress("datasheet", unit="probes", enabled=progress) as bar:
-        _same_options(run.meta, config)
+        _same_options(run.meta, asdict(settings))
         kept = run.rows()
         run.write_meta(config)
         done = {(r.get("backend"), r.get("dtype"), r.get("stage"), r.get("item")): r for r in kept}
-        bar.say(estimate(len(names), budget, stages))
+        bar.say(estimate(len(names), settings.budget, settings.stages))
         for name in names:
             bar.stage(f"datasheet {name}")
-            sheet = _Sheet(name, run, done, bar, config)
-            if sheet.load(dtypes):
+            sheet = _Sheet(name, run, done, bar, settings)
+            if sheet.load(settings.dtypes):
                 for stage in STAGES:
-                    if stage in stages:
+                    if stage in settings.stages:
                         getattr(sheet, stage)()
                 sheet.backend.close()
         rows = run.rows()

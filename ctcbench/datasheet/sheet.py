@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctcbench.datasheet.axes import AXES
+from ctcbench.datasheet.config import command_line
+from ctcbench.datasheet.determinism import Repeats
 from ctcbench.datasheet.precision import CLIMBS
+from ctcbench.datasheet.robustness import verdict
 from ctcbench.files import atomic_write, to_json
 from ctcbench.formatting import sci, sig
 
-STAGES = ("limits", "precision", "robustness", "determinism", "speed")  # in the order they run
 PRECISION_LABELS = {"loss": "worst loss error", "loss_rel": "worst loss error / max(1, loss)",
                     "grad": "worst gradient error"}  # one per climb of the precision search
 
@@ -26,13 +28,6 @@ def limit_text(v: dict) -> str:
     return f"{v['correct']} ({v['past_status']} at {v['failing']}){step}"
 
 
-def robust_verdict(row: dict) -> str:
-    """raises / crashes / hangs / returns sane / returns garbage / not expressible / not tested."""
-    if row["status"] == "returns":
-        return "returns sane" if row.get("sane") else "returns garbage"
-    return row["status"]
-
-
 def sheets(rows: list[dict]) -> dict[str, dict]:
     """backend -> its datasheet, from a run's rows (in the order the backends were run)."""
     out: dict[str, dict] = {}
@@ -47,9 +42,10 @@ def sheets(rows: list[dict]) -> dict[str, dict]:
         elif stage == "precision":
             s["precision"][dtype] = r
         elif stage == "robustness":
-            s["robustness"].append({**r, "verdict": robust_verdict(r)})
+            word, safe = verdict(r)
+            s["robustness"].append({**r, "verdict": word, "safe": safe})
         elif stage == "determinism":
-            s["determinism"][dtype] = r
+            s["determinism"][dtype] = {**r, "text": _determinism_text(r)}
         elif stage == "speed":
             s["speed"].setdefault(dtype, []).append(r)
     for s in out.values():
@@ -120,9 +116,9 @@ def table(sheet: dict[str, dict]) -> list[list[str]]:
 def _determinism_text(r: dict | None) -> str:
     if not r:
         return ""
-    if r["status"] == "identical":
+    if r["status"] == Repeats.IDENTICAL:
         return f"identical ({r['calls']} calls)"
-    if r["status"] == "differs":
+    if r["status"] == Repeats.DIFFER:
         return f"differ: loss {sci(r['loss_diff'])}, grad {sci(r['grad_diff'])}"
     return r["status"]
 
@@ -152,15 +148,8 @@ def markdown(sheet: dict[str, dict], meta: dict) -> str:
     config = (meta or {}).get("config") or {}
     head = table(sheet)
     backends = config.get("backends") or list(sheet)
-    command = "ctcbench datasheet " + ("--all" if config.get("all") else
-                                       "--backend " + ",".join(backends)) + \
-        f" --budget {config.get('budget_s', 0):g} --timeout {config.get('timeout_s', 0):g}" \
-        f" --max-memory {config.get('max_memory', 0) // 2**20} --seed {config.get('seed')}" \
-        f" --repeat {config.get('repeat')}"
-    for option, key, every in (("--stages", "stages", STAGES), ("--axes", "axes", tuple(AXES)),
-                               ("--dtype", "dtypes", ())):
-        if config.get(key) and tuple(config[key]) != every:
-            command += f" {option} {','.join(config[key])}"
+    command = "ctcbench datasheet " + ("--all" if config.get("all") else "--backend " +
+                                       ",".join(backends)) + " " + command_line(config)
     lines = ["# CTC implementations side by side", "",
              f"Measured {env.get('utc_time', '?')} on {env.get('cpu', '?')} "
              f"({env.get('cpu_count', '?')} CPUs), ctcbench at {env.get('git_commit') or '?'}, "

@@ -18,6 +18,7 @@ allocator still held from an earlier call. Details: docs/bench.md.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -30,7 +31,7 @@ from ctcbench.runtime.protocol import (BackendFailure, BackendUnavailable, Unsup
                                        as_result, kernel_call)
 from ctcbench.runtime.registry import backend_names, check_backend_names, get_backend
 from ctcbench.runtime.sizes import Size, make_problem
-from ctcbench.runtime.threads import use_threads
+from ctcbench.runtime.threads import LIBRARY_ENVS, THREADS_ENV, use_threads
 from ctcbench.runtime.timing import CallTimes, time_calls, timed
 
 BASELINE = "torch"  # the speed baseline: every ratio is to it, measured in the same run
@@ -63,6 +64,26 @@ def set_threads(n: int) -> dict:
         torch.set_num_threads(n)
         done["torch_threads"] = torch.get_num_threads()
     return done
+
+
+@contextlib.contextmanager
+def threads_within(n: int):
+    """:func:`set_threads` ``(n)`` for the ``with`` block only: the thread variables and torch's
+    count are as they were after it (a worker started inside is restarted on its next call
+    outside, as its count differs)."""
+    saved = {var: os.environ.get(var) for var in (*LIBRARY_ENVS, THREADS_ENV)}
+    torch = sys.modules.get("torch")
+    torch_threads = torch.get_num_threads() if torch is not None else None
+    try:
+        yield set_threads(n)
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
 
 
 # -- memory --------------------------------------------------------------------------------

@@ -108,3 +108,23 @@ def test_optax_exact_shape_compiles_for_the_problem_not_a_bucket():
         logs[mode] = out.stdout
     assert "float64[3,21,5]" in logs["exact"] and "float64[4,64,8]" not in logs["exact"]
     assert "float64[4,64,8]" in logs["bucket"]
+
+
+def test_threads_within_leaves_the_process_as_it_found_it(monkeypatch):
+    """The datasheet's speed stage measures at one thread inside a run at another count:
+    inside, workers and torch see the block's count; after it, the variables and torch's
+    count are back, and a variable that was not set is not left set."""
+    import os
+
+    import torch
+
+    from ctcbench.runtime.measure import threads_within
+    monkeypatch.setenv("CTCBENCH_THREADS", "2")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    torch.set_num_threads(2)
+    with threads_within(1):
+        assert os.environ["CTCBENCH_THREADS"] == os.environ["MKL_NUM_THREADS"] == "1"
+        assert torch.get_num_threads() == 1
+    assert os.environ["CTCBENCH_THREADS"] == "2" and "MKL_NUM_THREADS" not in os.environ
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(1)

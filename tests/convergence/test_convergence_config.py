@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.convergence.config import ConfigError
+from ctcbench.settings import ConfigError
 from ctcbench.convergence.runconfig import config_conflicts, load_toml
 from ctcbench.convergence.data import DataConfig
 from ctcbench.convergence.models import ModelConfig

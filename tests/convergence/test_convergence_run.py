@@ -5,7 +5,7 @@ import torch
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.convergence.config import ConfigError
+from ctcbench.settings import ConfigError
 from ctcbench.convergence.run import ScenarioResult, convergence
 from ctcbench.runs.store import RunResult
 

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from ctcbench.cli import cli
 from ctcbench.convergence.runconfig import build
-from ctcbench.convergence.executors import DaskExecutor, LocalPool, check_scheduler, make_executor
+from ctcbench.cluster import check_scheduler
+from ctcbench.convergence.executors import DaskExecutor, LocalPool, make_executor
 from ctcbench.convergence.grid import run_grid
 from ctcbench.runs.store import RowLog
 

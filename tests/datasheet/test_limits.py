@@ -56,7 +56,7 @@ def test_a_correct_backend_is_correct_up_to_at_least(tmp_path):
     """numba on the N axis within a small memory limit: no failure, "at least" the largest
     size that fits, and why the search stopped."""
     result = datasheet(["numba"], stages=("limits",), axes=("N",), budget=30,
-                       max_memory=64 * 2**20, out=tmp_path / "run", progress=False)
+                       max_memory_mb=64, out=tmp_path / "run", progress=False)
     limit = result.summary["sheets"]["numba"]["limits"]["float32"]["N"]
     assert limit["failing"] is None and limit["correct"] >= 256
     assert limit["text"] == f">= {limit['correct']}"
