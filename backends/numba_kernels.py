@@ -25,6 +25,7 @@ Design and measurements: docs/numba.md.
 """
 from __future__ import annotations
 
+import enum
 import math
 
 import numpy as np
@@ -39,8 +40,20 @@ from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa:
                                           forward_row_split, gather_emissions, gradient_frame,
                                           overlap_is_safe, segment_frames, softmax_frame)
 
-FAST, TILTED, LOG_SPACE = 0, 1, 2  # the path a sample took (ctc_batch's ``path``)
-SKIPPED = 5  # no recursion ran: no frames, or too few for the target (loss 0 or inf)
+
+class Path(enum.IntEnum):
+    """The path a sample took (ctc_batch's ``path``, one int8 per sample)."""
+
+    FAST = 0  # the scaled probability-space rows (float32 rows under float32 compute)
+    TILTED = 1  # the tilted probability-space rescue (float64)
+    LOG_SPACE = 2  # the log-space rows (float64)
+    FAST64 = 3  # float32 compute: a sample handed to the float64 paths, taken by their fast one
+    SKIPPED = 5  # no recursion ran: no frames, or too few for the target (loss 0 or inf)
+
+
+# the same codes as plain ints, which the compiled kernels read as constants
+FAST, TILTED, LOG_SPACE, FAST64, SKIPPED = (int(p) for p in Path)
+
 # The fast path hands a sample to the rescue early when the forward mass at the linear
 # alignment's state falls below this fraction of the row's (random logits at T=3000-4000: by
 # frame 470-670; inputs the fast path passes stayed above 1e-55, see docs/numba.md, step 12).
@@ -52,8 +65,6 @@ BAILED = -1e300  # sample_fast's return when it bailed (far below any loss, whic
 # may have lost mass. It bails at BAIL_BELOW32 (random logits at T=200 L=40 stay above it).
 SAFE_FLOOR32 = 1e-30
 BAIL_BELOW32 = 1e-16
-FAST64 = 3  # float32 compute: a sample handed to the float64 paths, computed by their fast one
-# (FAST is then the float32 rows; TILTED and LOG_SPACE are float64's)
 
 
 

@@ -70,7 +70,7 @@ def load_baseline(path, option: str = "--baseline") -> dict:
     except json.JSONDecodeError as exc:
         fail(option, "a baseline file (JSON)", f"{path}: {exc}")
     if not isinstance(data, dict) or data.get("kind") != KIND:
-        fail(option, f"a baseline written by ctcbench compare --save-baseline", f"{path}")
+        fail(option, "a baseline written by ctcbench compare --save-baseline", f"{path}")
     if data.get("format") != FORMAT:
         fail(option, f"a baseline of format {FORMAT}", f"format {data.get('format')!r} in {path}")
     return data

@@ -16,6 +16,7 @@ Each probe changes one thing of a valid batch of two samples. What happened is o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Callable
 
 import numpy as np
@@ -55,6 +56,28 @@ def _shape(T_: int | None = None, N: int | None = None):
         return b
     return change
 
+
+
+class Reaction(StrEnum):
+    """What a framework call did with one malformed input (a robustness row's ``status``)."""
+
+    RAISES = "raises"
+    RETURNS = "returns"  # an answer; the row's ``sane`` says whether it could be right
+    CRASHES = "crashes"  # the worker died
+    HANGS = "hangs"  # no answer within the timeout
+    NOT_EXPRESSIBLE = "not expressible"  # the framework's API cannot even take it
+    NOT_TESTED = "not tested"  # the backend has no raw_ctc hook
+
+
+def verdict(row: dict) -> tuple[str, bool | None]:
+    """A row's reaction in a word (``returns`` split into ``returns sane`` / ``returns
+    garbage``) and whether it is safe: an error or a sane answer (True), a crash, a hang or
+    garbage (False), neither (None)."""
+    status = Reaction(row["status"])
+    if status is Reaction.RETURNS:
+        return ("returns sane", True) if row.get("sane") else ("returns garbage", False)
+    safe = {Reaction.RAISES: True, Reaction.CRASHES: False, Reaction.HANGS: False}
+    return status.value, safe.get(status)
 
 @dataclass(frozen=True)
 class Malformed:
@@ -141,23 +164,23 @@ def try_malformed(backend, probe: Malformed, *, timeout_s: float, valid=None) ->
     row = {"stage": "robustness", "item": probe.name, "what": probe.what, "source": probe.source,
            "sane": None}
     if not backend.traits.has_raw_ctc:
-        return {**row, "status": "not tested", "detail": "the backend has no raw_ctc hook"}
+        return {**row, "status": Reaction.NOT_TESTED, "detail": "the backend has no raw_ctc hook"}
     b = probe.change(valid_batch())
     try:
         out = backend.raw_ctc(b["logits"], b["targets"], b["input_lengths"], b["target_lengths"],
                               blank=0, timeout_s=timeout_s)
     except UnsupportedProblem as exc:
-        return {**row, "status": "not expressible", "detail": str(exc)[:500]}
+        return {**row, "status": Reaction.NOT_EXPRESSIBLE, "detail": str(exc)[:500]}
     except BackendTimeout:
-        return {**row, "status": "hangs", "detail": f"no answer within {timeout_s:g} s"}
+        return {**row, "status": Reaction.HANGS, "detail": f"no answer within {timeout_s:g} s"}
     except BackendCrashed as exc:
-        return {**row, "status": "crashes", "detail": f"{exc.signal or exc.exitcode}: {exc}"[:500]}
+        return {**row, "status": Reaction.CRASHES, "detail": f"{exc.signal or exc.exitcode}: {exc}"[:500]}
     if out.outcome == "raised":
-        return {**row, "status": "raises", "detail": f"{out.error_type}: {out.message}"[:500]}
+        return {**row, "status": Reaction.RAISES, "detail": f"{out.error_type}: {out.message}"[:500]}
     got = _summary(out.loss)
     if probe.answer is None:
-        return {**row, "status": "returns", "sane": False,
+        return {**row, "status": Reaction.RETURNS, "sane": False,
                 "detail": f"returned {got} for an input that has no answer"}
     ok, why = sane(out.loss, probe.answer, valid_losses() if valid is None else valid)
-    return {**row, "status": "returns", "sane": ok,
+    return {**row, "status": Reaction.RETURNS, "sane": ok,
             "detail": f"returned {got}" + ("" if ok else f": {why}")}
