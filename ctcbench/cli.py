@@ -22,10 +22,13 @@ from ctcbench.convergence.scenarios import SCENARIOS
 from ctcbench.datasheet.config import datasheet_settings
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.core.reduction import REDUCTIONS
+from ctcbench.doctor.inputs import LAYOUTS
 from ctcbench.doctor.load import MAX_BYTES
+from ctcbench.doctor.torch_path import DEVICES as TORCH_DEVICES
 from ctcbench.drivers import DRIVERS, finish_run
 from ctcbench.errors import InputError
 from ctcbench.runtime.registry import REFERENCE
+from ctcbench.runtime.sizes import DTYPES as SPEED_DTYPES
 from ctcbench.settings import SettingsCommand, command_line_settings
 
 
@@ -154,7 +157,7 @@ def compare_cmd(backends, functions, convention, device, known_issues, case_glob
                    "convention instead of diagnosing.")
 @click.option("--blank", type=Number(int), default=None,
               help="Blank index the loss uses  [default: FILE's 'blank', else 0]")
-@click.option("--layout", type=OneOf(["TNC", "NTC"]), default="TNC", show_default=True,
+@click.option("--layout", type=OneOf(LAYOUTS), default=LAYOUTS[0], show_default=True,
               help="Layout the loss expects the values in (torch's ctc_loss: TNC).")
 @click.option("--reduction", type=OneOf(REDUCTIONS), default="mean",
               show_default=True, help="Reduction the loss uses.")
@@ -167,7 +170,7 @@ def compare_cmd(backends, functions, convention, device, known_issues, case_glob
 @click.option("--max-bytes", "max_bytes", type=Number(int, min=1), default=MAX_BYTES,
               show_default=True, help="Refuse FILE when its arrays claim more bytes than this "
               "in all (read from the headers, before loading).")
-@click.option("--device", type=OneOf(["cuda", "cpu"]), default=None,
+@click.option("--device", type=OneOf(TORCH_DEVICES), default=None,
               help="Also say which of torch's CTC paths FILE's batch takes there (on cuda: "
                    "cuDNN or native, by torch's rule; no GPU needed) and how to take the other.")
 def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path,
@@ -208,7 +211,7 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
 @click.option("--threads", default="1", show_default=True, metavar="N[,N...]",
               help="Threads for every backend (torch, numba, the frameworks' pools); a list "
                    "such as 1,2 measures each count (one row per count, thread-scaling plot).")
-@click.option("--dtype", type=OneOf(["float64", "float32"]), default="float64",
+@click.option("--dtype", type=OneOf(SPEED_DTYPES), default="float64",
               show_default=True, help="Logits dtype handed to every backend.")
 @function_options("Time", known_issues=False)
 @format_option("table", "json", "csv")

@@ -32,7 +32,7 @@ from ctcbench.runtime.measure import measure_size, resolve_backends, threads_wit
 from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
 from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
                                        backend_versions, check_backend_names, get_backend)
-from ctcbench.runtime.sizes import TARGET_SIZES
+from ctcbench.runtime.sizes import DTYPES as SPEED_DTYPES, TARGET_SIZES
 
 # Seconds the stages outside --budget took per backend (torch and numba, 2-core Intel Xeon,
 # 2026-12-02: `ctcbench datasheet --backend torch,numba --budget 10`, docs/datasheet.md)
@@ -232,7 +232,7 @@ class _Sheet:
 
     def speed(self) -> None:
         for dtype in self.main:
-            if dtype in ("float32", "float64"):  # what bench measures
+            if dtype in SPEED_DTYPES:
                 todo = [z for z in TARGET_SIZES if not self.has(dtype, "speed", z.label)]
                 for row in _speed(self.name, dtype, todo, self.config.repeat, self.bar):
                     self.write(row, dtype)

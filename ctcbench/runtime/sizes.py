@@ -13,7 +13,7 @@ from ctcbench.core.problem import CTCProblem
 from ctcbench.files import read_text
 from ctcbench.errors import expect, fail
 
-DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64")  # what bench and the datasheet measure speed in
 # one bench row per key, in a run and a baseline (rows saved before "threads" existed: 1 thread)
 
 
