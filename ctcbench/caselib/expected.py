@@ -31,6 +31,7 @@ class Answer:
     loss: np.ndarray  # (N,) float64
     grad: np.ndarray | None  # (T, N, C) float64, or None when the oracle gives no gradient
     source: str  # the oracle's name
+    result: object = None  # the reference's whole BackendResult, where the oracle is its run
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -116,7 +117,8 @@ def known_answer(problem: CTCProblem, expect: dict, *, case: str = "?") -> Answe
     if name in ("reference", "finite_difference"):
         from ctcbench.runtime.registry import REFERENCE, get_backend
         result = get_backend(REFERENCE).run(problem)
-        return Answer(result.loss, result.grad_logits if name == "reference" else None, name)
+        return Answer(result.loss, result.grad_logits if name == "reference" else None, name,
+                      result)
     T, N, C, _ = problem.shape
     loss, grad = np.zeros(N), np.zeros((T, N, C))
     has_grad = True

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from ctcbench.compare.checks import FAILING, STATUS_ORDER
 from ctcbench.compare.kind import NUMBERS
 from ctcbench.compare.table import summarize, tidy
-from ctcbench.plotting import png_uri, pyplot
+from ctcbench.compare.plot import margins_figure
+from ctcbench.plotting import file_uri, png_uri
 from ctcbench.runs.store import RowLog
 
 def _rows(run_dir: Path) -> list[dict]:
@@ -52,7 +51,7 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
         rows.append({"case": case, "family": entry["family"], "cells": by_backend,
                      "rank": worst_rank, "failing": worst_rank < len(FAILING)})
     rows.sort(key=lambda r: (r["rank"], r["family"], r["case"]))
-    margins = compare_margins(cells)
+    margins = compare_margins(cells, run_dir)
     versions = config.get("backend_versions", {})
     return {"summary": summary, "backends": backends, "matrix": rows,
             "not_run": per_backend, "margins": margins, "versions": versions,
@@ -60,42 +59,12 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
             "failing": set(FAILING)}
 
 
-MARKS = {"mismatch": "×", "error": "E", "crashed": "C", "timeout": "T", "known": "k",
-         "unsupported": "u"}
-
-
-def compare_margins(rows: list[dict]) -> str | None:
-    """:func:`compare_margins_figure` as a PNG data URI; None when no row has a case."""
-    fig = compare_margins_figure(rows)
+def compare_margins(rows: list[dict], run_dir: Path | None = None) -> str | None:
+    """The margins heat map as a PNG data URI: the run folder's margins.png where it was drawn
+    after the last row was written, else drawn here; None when no row has a case."""
+    if run_dir is not None:
+        png, log = Path(run_dir) / "margins.png", Path(run_dir) / "rows.jsonl"
+        if png.is_file() and log.is_file() and png.stat().st_mtime >= log.stat().st_mtime:
+            return file_uri(png)
+    fig = margins_figure(rows)
     return None if fig is None else png_uri(fig)
-
-
-def compare_margins_figure(rows: list[dict]):
-    """Heat map of log10(worst error / tolerance), cases x backend:dtype, sized to its labels
-    (> 0 failed). Marks: × mismatch, E error, C crashed, T timeout, k known, u unsupported.
-    None when no row has a case."""
-    rows = [r for r in rows if r.get("case") != "*"]
-    if not rows:
-        return None
-    plt = pyplot()
-    cases = sorted({r["case"] for r in rows}, key=lambda c: next(
-        (r.get("family") or "", c) for r in rows if r["case"] == c))
-    columns = sorted({f"{r['backend']}:{r['dtype']}" for r in rows})
-    grid = np.full((len(cases), len(columns)), np.nan)  # (cases, backend:dtype)
-    fig, ax = plt.subplots(figsize=(max(6.5, 3.2 + 0.55 * len(columns)), 1.2 + 0.26 * len(cases)))
-    for r in rows:
-        i, j = cases.index(r["case"]), columns.index(f"{r['backend']}:{r['dtype']}")
-        margin = r.get("margin")
-        if r["status"] in ("ok", "mismatch", "known") and margin is not None:
-            grid[i, j] = np.log10(max(float(margin), 1e-12)) if np.isfinite(margin) else 3.0
-        if r["status"] in MARKS:
-            ax.text(j, i, MARKS[r["status"]], ha="center", va="center", fontsize=9,
-                    fontweight="bold")
-    image = ax.imshow(np.clip(grid, -8, 2), cmap="RdYlGn_r", vmin=-8, vmax=2, aspect="auto",
-                      interpolation="nearest")
-    ax.set_xticks(range(len(columns)), columns, rotation=40, ha="right", fontsize=8)
-    ax.set_yticks(range(len(cases)), cases, fontsize=8)
-    bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
-    bar.set_label("log10(error / tolerance)", fontsize=8)
-    bar.ax.tick_params(labelsize=8)
-    return fig

@@ -1,6 +1,6 @@
-"""The compare heat maps, margins.png of a run folder (ctcbench.compare.plot) and the report's
-(ctcbench.compare.page): cases x backend:dtype, each cell log10(worst error / tolerance) worked
-out by hand, each status's mark, whatever mix of statuses the rows hold."""
+"""The compare heat map (ctcbench.compare.plot), margins.png of a run folder and the report's
+copy: cases x backend:dtype, each cell log10(worst error / tolerance) worked out by hand, each
+status's mark, whatever mix of statuses the rows hold."""
 from __future__ import annotations
 
 import base64
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ctcbench.compare.page import compare_margins, compare_margins_figure
+from ctcbench.compare.page import compare_margins
 from ctcbench.compare.plot import margins_figure, plot_margins
 from ctcbench.compare.table import tidy
 from ctcbench.plotting import pyplot
@@ -23,14 +23,7 @@ def _row(backend, case, dtype, status, margin=None, family="f"):
             "status": status, "margin": margin}
 
 
-RUN_ROWS = [  # what compare.plot marks: x mismatch, E error, u unsupported
-    _row("a", "c1", "float32", "ok", 1e-3),  # log10 = -3
-    _row("a", "c2", "float32", "mismatch", np.inf),  # an infinite margin is drawn as 3, shown as 2
-    _row("b", "c1", "float64", "unsupported"),
-    _row("b", "c2", "float64", "error", family="g"),
-    {"backend": "c", "case": "*", "dtype": "*", "status": "skipped"},  # no column of its own
-]
-REPORT_ROWS = [  # and the report's: × mismatch, C crashed, T timeout, k known
+REPORT_ROWS = [  # × mismatch, C crashed, T timeout, k known, E error, u unsupported
     _row("a", "c_ok", "float64", "ok", 0.01),  # -2
     _row("a", "c_mis", "float64", "mismatch", 100.0),  # 2
     _row("a", "c_known", "float64", "known", 10.0),  # 1
@@ -42,17 +35,11 @@ REPORT_ROWS = [  # and the report's: × mismatch, C crashed, T timeout, k known
     {"backend": "c", "case": "*", "dtype": "*", "status": "skipped"},
 ]
 REPORT_CASES = ["c_crash", "c_err", "c_known", "c_mis", "c_ok", "c_time", "c_uns"]
-HEAT_MAPS = [  # (figure of the rows, rows, columns, cases, {(case, column): value}, marks)
-    (lambda rows: margins_figure(tidy(rows)), RUN_ROWS, ["a:float32", "b:float64"], ["c1", "c2"],
-     {("c1", "a:float32"): -3, ("c2", "a:float32"): 2},
-     {("c2", "a:float32"): "x", ("c1", "b:float64"): "u", ("c2", "b:float64"): "E"}),
-    (compare_margins_figure, REPORT_ROWS, ["a:float64", "b:float32"], REPORT_CASES,
-     {("c_ok", "a:float64"): -2, ("c_mis", "a:float64"): 2, ("c_known", "a:float64"): 1,
-      ("c_ok", "b:float32"): -8},
-     {("c_mis", "a:float64"): "×", ("c_known", "a:float64"): "k",
-      ("c_crash", "a:float64"): "C", ("c_time", "a:float64"): "T",
-      ("c_err", "a:float64"): "E", ("c_uns", "a:float64"): "u"}),
-]
+CELLS = {("c_ok", "a:float64"): -2, ("c_mis", "a:float64"): 2, ("c_known", "a:float64"): 1,
+         ("c_ok", "b:float32"): -8}
+MARKED = {("c_mis", "a:float64"): "×", ("c_known", "a:float64"): "k",
+          ("c_crash", "a:float64"): "C", ("c_time", "a:float64"): "T",
+          ("c_err", "a:float64"): "E", ("c_uns", "a:float64"): "u"}
 
 
 @pytest.fixture(autouse=True)
@@ -61,13 +48,12 @@ def close_figures():
     pyplot().close("all")
 
 
-@pytest.mark.parametrize("figure, rows, columns, cases, values, marks", HEAT_MAPS,
-                         ids=["run folder", "report"])
-def test_heat_map_cells_and_marks(figure, rows, columns, cases, values, marks):
+def test_heat_map_cells_and_marks():
     """One heat map and its colour bar; a column per backend:dtype that ran (not the skipped
     one), a row per case; each cell log10(margin) clipped to [-8, 2], blank (NaN) where the
     backend gave no margin; the status marks on their cells."""
-    fig = figure(rows)
+    columns, cases, values, marks = ["a:float64", "b:float32"], REPORT_CASES, CELLS, MARKED
+    fig = margins_figure(REPORT_ROWS)
     assert len(fig.axes) == 2  # the map and its colour bar
     ax, bar = fig.axes
     assert [t.get_text() for t in ax.get_xticklabels()] == columns
@@ -84,7 +70,7 @@ def test_heat_map_cells_and_marks(figure, rows, columns, cases, values, marks):
 
 def test_run_folder_heat_map_is_a_png(tmp_path):
     """plot_margins writes that figure as a PNG file."""
-    path = plot_margins(tidy(RUN_ROWS), tmp_path / "m.png")
+    path = plot_margins(tidy(REPORT_ROWS), tmp_path / "m.png")
     with Image.open(path) as image:
         assert image.format == "PNG" and image.width > 200 and image.height > 100
 
@@ -97,3 +83,19 @@ def test_report_heat_map_is_a_png_uri_and_none_without_cases():
     with Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))) as image:
         assert image.format == "PNG" and image.width > 200
     assert compare_margins([REPORT_ROWS[-1]]) is None
+
+
+def test_report_copies_the_run_folders_png_only_while_it_is_fresh(tmp_path):
+    """The report embeds margins.png drawn after the last row (the same picture it would
+    draw); once a row is written after it (a resume without --plot), the report draws the map
+    again from the rows it is given."""
+    import os
+    png = plot_margins(tidy(REPORT_ROWS), tmp_path / "margins.png")
+    log = tmp_path / "rows.jsonl"
+    log.write_text("")
+    os.utime(log, (png.stat().st_mtime - 10,) * 2)
+    fresh = compare_margins(REPORT_ROWS, tmp_path)
+    assert fresh == compare_margins(REPORT_ROWS)  # the file is what the report would draw
+    assert compare_margins(REPORT_ROWS[:3], tmp_path) == fresh  # the file, not these rows
+    os.utime(log, (png.stat().st_mtime + 10,) * 2)
+    assert compare_margins(REPORT_ROWS[:3], tmp_path) == compare_margins(REPORT_ROWS[:3]) != fresh
