@@ -19,9 +19,9 @@ from ctcbench.cluster import EXECUTORS
 from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
 from ctcbench.convergence.options import config_option, run_settings
 from ctcbench.convergence.scenarios import SCENARIOS
-from ctcbench.datasheet.config import datasheet_settings
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.core.reduction import REDUCTIONS
+from ctcbench.datasheet.config import datasheet_settings
 from ctcbench.doctor.inputs import LAYOUTS
 from ctcbench.doctor.load import MAX_BYTES
 from ctcbench.doctor.torch_path import DEVICES as TORCH_DEVICES

@@ -173,7 +173,7 @@ def check_setting(s: Setting, value) -> None:
     default), else the one value."""
     if not s.many:
         return check_value(s, value)
-    expect(isinstance(value, (tuple, list)), s.key, f"a list of {TYPE_NAMES[s.type]}s", value)
+    expect(isinstance(value, (tuple, list)), s.key, f"a list, each {TYPE_NAMES[s.type]}", value)
     problem = list_problem(tuple(value))
     if problem and (value or s.default):
         expect(False, s.key, problem, value)
