@@ -15,6 +15,7 @@ from ctcbench.cli_options import (baseline_options, case_dirs_option, format_opt
                                   function_options, list_option, one_backend, out_options,
                                   with_functions)
 from ctcbench.cli_types import Number, OneOf
+from ctcbench.bench.config import bench_settings
 from ctcbench.cluster import EXECUTORS
 from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
 from ctcbench.convergence.options import config_option, run_settings
@@ -28,7 +29,6 @@ from ctcbench.doctor.torch_path import DEVICES as TORCH_DEVICES
 from ctcbench.drivers import DRIVERS, finish_run
 from ctcbench.errors import InputError
 from ctcbench.runtime.registry import REFERENCE
-from ctcbench.runtime.sizes import DTYPES as SPEED_DTYPES
 from ctcbench.settings import SettingsCommand, command_line_settings
 
 
@@ -199,20 +199,10 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
         raise SystemExit(1)
 
 
-@cli.command()
+@cli.command(cls=SettingsCommand, settings=bench_settings)  # options made on first use
 @list_option("--backend", "backend_names", metavar="NAME",
              help="Backends to time (repeatable); default every registered one. "
                   "torch is always timed too, as the reference for ratios.")
-@click.option("--grid", default="default", show_default=True,
-              metavar="small|default|targets|large|FILE",
-              help="Named size grid, or a JSON/CSV file of T,N,C,L rows.")
-@click.option("--repeat", type=Number(int, min=1), default=5, show_default=True,
-              help="Timed measurements per backend and size (after one warm-up call).")
-@click.option("--threads", default="1", show_default=True, metavar="N[,N...]",
-              help="Threads for every backend (torch, numba, the frameworks' pools); a list "
-                   "such as 1,2 measures each count (one row per count, thread-scaling plot).")
-@click.option("--dtype", type=OneOf(SPEED_DTYPES), default="float64",
-              show_default=True, help="Logits dtype handed to every backend.")
 @function_options("Time", known_issues=False)
 @format_option("table", "json", "csv")
 @out_options("bench")
@@ -221,16 +211,15 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
 @click.option("--fail-on", "fail_on", multiple=True, metavar="METRIC:PCT",
               help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
                    "over the baseline, e.g. time:20%.")
-def bench(backend_names, grid, repeat, threads, dtype, functions, convention, device, fmt, out,
-          resume, baseline, fail_on):
+@click.pass_context
+def bench(ctx, backend_names, functions, convention, device, fmt, out, resume, baseline,
+          fail_on, **_settings):
     """Time forward+backward and peak memory of every backend over a size grid."""
     from ctcbench.bench.run import bench as run_bench, format_table, records
     from ctcbench.files import to_json
-    from ctcbench.runtime.threads import thread_counts
-    threads = thread_counts(threads, "--threads")  # the error names the option
     backend_names = with_functions(backend_names, functions, convention, device)
-    result = run_bench(backends=backend_names, grid=grid, repeat=repeat, threads=threads,
-                       dtype=dtype, out=out, resume=resume, baseline=baseline, fail_on=fail_on)
+    result = run_bench(backends=backend_names, out=out, resume=resume, baseline=baseline,
+                       fail_on=fail_on, **command_line_settings(ctx, bench_settings()))
     finish_run(result)
     rows = records(result.rows)
     if fmt == "json":

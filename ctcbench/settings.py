@@ -196,6 +196,22 @@ def check_config(cfg, prefix: str = ""):
     return cfg
 
 
+def from_options(cls, options: dict, name: str):
+    """``cls(**options)``, checked: the keyword arguments a library function took for the
+    settings ``cls`` declares (``name``, the function, in the error for an unknown one); a
+    list may be any sequence, and one value stands for a list of one."""
+    known = {s.key: s for s in settings(cls) if "." not in s.key}
+    errors.one_of(name, [f"{k}=" for k in options], [f"{k}=" for k in known])
+    values = {}
+    for key, value in options.items():
+        if known[key].many and isinstance(value, list):
+            value = tuple(value)
+        elif known[key].many and not isinstance(value, tuple):
+            value = (value,)
+        values[key] = value
+    return check_config(cls(**values))
+
+
 # -- the command line ----------------------------------------------------------------------
 def split_list(values, kind: type = str, item: str = "VALUE") -> tuple:
     """``("a,b", "c")`` (repeats of an option) or ``"a,b,c"`` -> ``(a, b, c)`` of ``kind``;

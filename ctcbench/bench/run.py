@@ -12,13 +12,14 @@ from dataclasses import asdict
 
 import pandas as pd
 
+from ctcbench.bench.config import BenchSettings
 from ctcbench.bench.kind import KEY, KIND
 from ctcbench.errors import expect
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.measure import BASELINE, measure_size, resolve_backends, set_threads
-from ctcbench.runtime.sizes import DTYPES, load_grid
-from ctcbench.runtime.threads import thread_counts
+from ctcbench.runtime.sizes import load_grid
+from ctcbench.settings import from_options
 
 FAILED = ("error", "crashed", "timeout")
 STATUSES = ("ok", "error", "crashed", "timeout", "unsupported", "skipped")
@@ -70,24 +71,26 @@ def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, t
     return rows, len(threads) * len(sizes) - len(todo)
 
 
-def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads=1,
-          dtype: str = "float64", out=None, resume: bool = False, baseline=None, fail_on=(),
-          warmup: int = 1, seed: int = 0, plot: bool = True, progress: bool = True) -> RunResult:
+def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on=(),
+          plot: bool = True, progress: bool = True, **options) -> RunResult:
     """Measure every backend at every size of ``grid``, compare with ``baseline`` if given,
     export ``bench.csv``, ``bench.json`` and (``plot``) the plots into the run folder.
 
-    ``out``: run folder (default ``reports/bench-<UTC time>``); one that already holds a run
-    is refused unless ``resume``, which keeps the sizes measured (ok, same ``repeat``) and
-    measures the rest. ``threads``: a count or a list of counts (``[1, 2]``), one row per
-    backend, size and count (the thread-scaling plot). Returns a ``RunResult``: one row per (backend, size, dtype); ``summary``
-    holds ``regressions`` (one message per ``fail_on`` limit exceeded) and status counts.
+    ``options``: the fields of :class:`ctcbench.bench.config.BenchSettings`, each with its
+    default and help there: ``grid``, ``repeat``, ``warmup``, ``threads`` (a count or a list
+    of counts, ``[1, 2]``: one row per backend, size and count, the thread-scaling plot),
+    ``dtype``, ``seed``. ``out``: run folder (default ``reports/bench-<UTC time>``); one that
+    already holds a run is refused unless ``resume``, which keeps the sizes measured (ok, same
+    ``repeat``) and measures the rest. Returns a ``RunResult``: one row per (backend, size,
+    dtype); ``summary`` holds ``regressions`` (one message per ``fail_on`` limit exceeded)
+    and status counts.
     """
     from ctcbench.bench.baseline import check_gated, compare, load_rows, parse_fail_on
     from ctcbench.bench.plots import bench_plots
 
     check_out(KIND, out, resume=resume)
-    expect(isinstance(repeat, int) and repeat >= 1, "repeat", "an integer >= 1", repeat)
-    expect(dtype in DTYPES, "dtype", f"one of {', '.join(DTYPES)}", dtype)
+    s = from_options(BenchSettings, options, "bench()")
+    grid, repeat, warmup, dtype, seed = s.grid, s.repeat, s.warmup, s.dtype, s.seed
     rules = [parse_fail_on(spec) for spec in fail_on]  # bad options fail before any timing
     expect(baseline is not None or not rules, "fail-on", "a --baseline to compare with",
            "no baseline")
@@ -95,7 +98,7 @@ def bench(*, backends=(), grid: str = "default", repeat: int = 5, threads=1,
     if old is not None:
         check_gated(old, rules, baseline)  # a metric it cannot compare fails before any timing
     sizes = load_grid(grid)
-    threads = thread_counts(threads)
+    threads = list(s.threads)
     thread_info = set_threads(threads[0])
     resolved = resolve_backends(backends)
     with open_run(KIND, out, resume=resume) as run:

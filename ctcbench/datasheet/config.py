@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.datasheet.axes import AXES
-from ctcbench.settings import NON_NEGATIVE_INT, POSITIVE, at_least, check_config, setting, settings
+from ctcbench.settings import NON_NEGATIVE_INT, POSITIVE, at_least, setting, settings
 
 STAGES = ("limits", "precision", "robustness", "determinism", "speed")  # in the order they run
 SHARE = {"limits": 0.6, "precision": 0.4}  # of --budget, per backend
@@ -38,9 +38,6 @@ class DatasheetSettings:
               "first); with a count, the same seed makes the same search on any machine where "
               "no candidate times out [default: as many as the budget allows].",
         check=at_least(1), metavar="N")
-
-    def check(self) -> DatasheetSettings:
-        return check_config(self)
 
     @property
     def max_bytes(self) -> int:

@@ -25,7 +25,7 @@ from ctcbench.datasheet.limits import WARM_UP, limits, warm_up
 from ctcbench.datasheet.precision import CLIMBS, worst_precision
 from ctcbench.datasheet.robustness import PROBES, try_malformed, valid_losses
 from ctcbench.datasheet.sheet import sheets, write_exports
-from ctcbench.errors import expect, fail, one_of
+from ctcbench.errors import expect, fail
 from ctcbench.progress import Progress
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.measure import measure_size, resolve_backends, threads_within
@@ -33,6 +33,7 @@ from ctcbench.runtime.protocol import BackendUnavailable, UnsupportedProblem
 from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
                                        backend_versions, check_backend_names, get_backend)
 from ctcbench.runtime.sizes import DTYPES as SPEED_DTYPES, TARGET_SIZES
+from ctcbench.settings import from_options
 
 # Seconds the stages outside --budget took per backend (torch and numba, 2-core Intel Xeon,
 # 2026-12-02: `ctcbench datasheet --backend torch,numba --budget 10`, docs/datasheet.md)
@@ -110,14 +111,6 @@ def _names(backends, all_backends: bool) -> list[str]:
     expect(bool(backends), "--backend", "a backend name (or --all)", "none")
     check_backend_names(backends, "--backend")
     return list(dict.fromkeys(backends))
-
-
-def _settings(options: dict) -> DatasheetSettings:
-    """The settings the keyword arguments give, checked (a list may be any sequence)."""
-    known = DatasheetSettings.__dataclass_fields__
-    one_of("datasheet()", [f"{k}=" for k in options], [f"{k}=" for k in known])
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
-    return DatasheetSettings(**values).check()
 
 
 # what the rows a resume replays depend on; other backends, stages or axes are rows of their own
@@ -263,7 +256,7 @@ def datasheet(backends=None, *, all_backends: bool = False, out=None, resume: bo
     most candidates of the precision search per dtype: with a count, its verdict is the seed's
     alone). ``out``/``resume``: the run-folder rules of every driver.
     """
-    settings = _settings(options)
+    settings = from_options(DatasheetSettings, options, "datasheet()")
     names = _names(list(backends or []), all_backends)
     for name in names if not all_backends else ():  # before any folder is made
         try:
