@@ -23,12 +23,12 @@ from ctcbench.convergence.scenarios import SCENARIOS
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.core.reduction import REDUCTIONS
 from ctcbench.datasheet.config import datasheet_settings
+from ctcbench.fuzz.config import fuzz_settings
 from ctcbench.doctor.inputs import LAYOUTS
 from ctcbench.doctor.load import MAX_BYTES
 from ctcbench.doctor.torch_path import DEVICES as TORCH_DEVICES
 from ctcbench.drivers import DRIVERS, finish_run
 from ctcbench.errors import InputError
-from ctcbench.runtime.registry import REFERENCE
 from ctcbench.settings import SettingsCommand, command_line_settings
 
 
@@ -319,46 +319,26 @@ def predict(checkpoint, images, beam, fmt):
                                    f"unreadable: {', '.join(failed)}")
 
 
-@cli.command()
+@cli.command(cls=SettingsCommand, settings=fuzz_settings)  # options made on first use
 @click.option("--backend", "backend_name", default=None, metavar="NAME",
               help="Backend to fuzz (or --function).")
 @function_options("Fuzz", known_issues=False)
-@click.option("--against", default=REFERENCE, show_default=True, metavar="NAME",
-              help="Backend taken as right (the float64 reference by default).")
-@click.option("--budget", type=Number(float, min=0, open=True), default=60.0,
-              show_default=True, help="Seconds of search (shrinking a find comes on top).")
-@click.option("--seed", type=Number(int, min=0), default=0, show_default=True,
-              help="Seed of the search; the same seed draws the same problems.")
-@click.option("--dtype", "dtypes", multiple=True,
-              type=OneOf(FLOAT_DTYPES),
-              help="Draw only this dtype (repeatable); default float64 and float32, as far as "
-                   "the backend takes them.")
-@click.option("--executor", type=OneOf(EXECUTORS), default="local", show_default=True,
-              help="Where the search runs: here, or a campaign of --jobs searches at once on a "
-                   "Dask LocalCluster of --jobs workers (needs ctcbench[dask]).")
-@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
-              help="A campaign on this running Dask scheduler, one search per worker (or "
-                   "--jobs); its workers must share the run folder's filesystem.")
-@click.option("--jobs", type=Number(int), default=None,
-              help="Searches at once, each on its own seed, with --executor dask-local "
-                   "[default: min(2, CPUs)] or --scheduler [default: its workers].")
 @out_options("fuzz", resume_note=" (its stored failures are replayed first)")
 @format_option("table", "json")
-def fuzz(backend_name, functions, convention, device, against, budget, seed, dtypes, executor,
-         scheduler, jobs, out, resume, fmt):
+@click.pass_context
+def fuzz(ctx, backend_name, functions, convention, device, out, resume, fmt, **_settings):
     """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
     from ctcbench.fuzz.run import fuzz as run_fuzz, summary_text
     from ctcbench.files import to_json
     backend_name, named = one_backend(backend_name, functions, convention, device)
-    result = run_fuzz(backend_name, against=against, budget=budget, seed=seed,
-                      dtypes=dtypes or None, out=out, resume=resume, executor=executor,
-                      scheduler=scheduler, jobs=jobs)
+    result = run_fuzz(backend_name, out=out, resume=resume,
+                      **command_line_settings(ctx, fuzz_settings()))
     finish_run(result)
     found = result.summary
     if fmt == "json":
         click.echo(to_json({**found, "run_dir": str(result.run_dir)}, indent=2))
     else:
-        click.echo(summary_text(found, backend_name, against, named))
+        click.echo(summary_text(found, backend_name, ctx.params["against"], named))
     if found["found"]:
         raise SystemExit(1)
 

@@ -204,6 +204,8 @@ def from_options(cls, options: dict, name: str):
     errors.one_of(name, [f"{k}=" for k in options], [f"{k}=" for k in known])
     values = {}
     for key, value in options.items():
+        if known[key].many and value is None:  # None: the default
+            continue
         if known[key].many and isinstance(value, list):
             value = tuple(value)
         elif known[key].many and not isinstance(value, tuple):

@@ -18,14 +18,14 @@ import pandas as pd
 from ctcbench.cluster import check_executor
 from ctcbench.errors import expect
 from ctcbench.fuzz.campaign import campaign
+from ctcbench.fuzz.config import DEFAULT_DTYPES, FUZZ_DTYPES, FuzzSettings
 from ctcbench.fuzz.kind import KIND
 from ctcbench.fuzz.search import fast_oracle, search, warm_up
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.protocol import BackendUnavailable
-from ctcbench.runtime.registry import REFERENCE, get_backend
+from ctcbench.runtime.registry import get_backend
+from ctcbench.settings import from_options
 
-FUZZ_DTYPES = ("float64", "float32", "float16", "bfloat16")  # what --dtype may ask for
-DEFAULT_DTYPES = ("float64", "float32")  # drawn without --dtype
 
 
 def _dtypes(backend, wanted=None) -> tuple[str, ...]:
@@ -33,16 +33,15 @@ def _dtypes(backend, wanted=None) -> tuple[str, ...]:
     return tuple(d for d in wanted or DEFAULT_DTYPES if d in supported)
 
 
-def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, seed: int = 0,
-         dtypes=None, out=None, resume: bool = False, progress: bool = True,
-         executor: str = "local", scheduler: str | None = None,
-         jobs: int | None = None) -> RunResult:
+def fuzz(backend_name: str, *, out=None, resume: bool = False, progress: bool = True,
+         **options) -> RunResult:
     """Search for a problem on which ``backend_name`` disagrees with ``against`` (or crashes, hangs
     or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found.
 
-    ``dtypes``: draw only these (of ``FUZZ_DTYPES``; default float64 and float32), as far as
-    the backend takes them; below float64 each is judged with the round-off bound of its
-    arithmetic (``ctcbench.caselib.judge.problem_tolerance``).
+    ``options``: the fields of :class:`ctcbench.fuzz.config.FuzzSettings`, each with its
+    default and help there. ``dtypes``: draw only these (of ``FUZZ_DTYPES``; default
+    float64 and float32), as far as the backend takes them; below float64 each is judged with
+    the round-off bound of its arithmetic (``ctcbench.caselib.judge.problem_tolerance``).
     ``out``: run folder (default ``reports/fuzz-<UTC time>``); ``resume`` searches again in an
     existing one, replaying the failures its hypothesis database holds first. Returns a
     ``RunResult`` with one row per search made in the folder; ``summary`` holds this search:
@@ -53,12 +52,10 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     the cluster), each on its own seed, one row each (:mod:`ctcbench.fuzz.campaign`); the
     summary is the campaign's, with the first find.
     """
-    if not (isinstance(budget, (int, float)) and budget > 0):
-        raise ValueError(f"budget: expected a positive number of seconds, got {budget!r}")
-    if not (isinstance(seed, int) and seed >= 0):
-        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
+    s = from_options(FuzzSettings, options, "fuzz()")
+    against, budget, seed, dtypes = s.against, s.budget, s.seed, s.dtypes or None
+    executor, scheduler, jobs = s.executor, s.scheduler, s.jobs
     check_executor(executor, scheduler)
-    expect(jobs is None or (isinstance(jobs, int) and jobs >= 1), "--jobs", ">= 1", jobs)
     on_dask = scheduler is not None or executor == "dask-local"
     expect(on_dask or jobs in (None, 1), "--jobs",
            "1 with --executor local (several searches at once: --executor dask-local or "
@@ -66,9 +63,6 @@ def fuzz(backend_name: str, *, against: str = REFERENCE, budget: float = 60.0, s
     if executor == "dask-local" and jobs is None:
         jobs = min(2, os.cpu_count() or 1)
     check_out(KIND, out, resume=resume)
-    bad = [d for d in dtypes or () if d not in FUZZ_DTYPES]
-    if bad:
-        raise ValueError(f"dtype: expected one of {', '.join(FUZZ_DTYPES)}, got {', '.join(bad)}")
     backend, reference = _loaded(backend_name, "--backend"), _loaded(against, "--against")
     fast = fast_oracle(backend_name, against)
     asked, dtypes = dtypes or DEFAULT_DTYPES, _dtypes(backend, dtypes)
