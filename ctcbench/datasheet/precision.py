@@ -68,7 +68,7 @@ def _target(g: Genes, rng) -> list[int]:
     return out
 
 
-def _path(target: list[int], T: int) -> list[int]:
+def spread_path(target: list[int], T: int) -> list[int]:
     """An alignment of ``target`` over ``T`` frames: each label held for an equal share of
     the frames, a blank between repeats, blanks at the end."""
     seq = []
@@ -89,7 +89,7 @@ def build(g: Genes) -> dict:
     targets = [_target(g, rng) for _ in range(2)]
     if g.frames == "peaked":
         return {"generator": "peaked", "C": g.C, "blank": 0, "peak": 1.0 - g.doubt,
-                "sample": [{"target": t, "path": _path(t, g.T)} for t in targets]}
+                "sample": [{"target": t, "path": spread_path(t, g.T)} for t in targets]}
     return {"generator": "random", "C": g.C, "blank": 0, "seed": g.seed, "scale": g.scale,
             "T": g.T, "sample": [{"target": t, "T": g.T} for t in targets]}
 
@@ -128,7 +128,7 @@ SLOPES = {(gene, move) for gene in ("T", "C", "L", "repeats", "scale", "doubt")
           for move in (0, 1, 4, 5)}  # the moves a climb follows again: steps, not jumps
 
 
-def _mutate(g: Genes, seed: int, move: tuple[str, int]) -> Genes:
+def mutate(g: Genes, seed: int, move: tuple[str, int]) -> Genes:
     """``g`` with one number halved, doubled, moved by a quarter or set to a bound (coarse steps
     to cross the space, fine ones to climb a peak), or its frames' kind switched; a new seed
     for the draws. ``move``: (the gene, which of the ``MOVES``)."""
@@ -149,12 +149,12 @@ def _mutate(g: Genes, seed: int, move: tuple[str, int]) -> Genes:
     return replace(g, **{gene: type(getattr(g, gene))(value)}, seed=seed)
 
 
-def _next_move(g: Genes, rng, repeat: tuple[str, int] | None) -> tuple[str, int]:
+def next_move(g: Genes, rng, repeat: tuple[str, int] | None) -> tuple[str, int]:
     """The move a climb tries on its worst ``g`` (fitted): ``repeat``, the step (one of
     ``SLOPES``) that last raised the climb's error (a slope is followed while it rises), else
     a random move; either changes something other than the seed."""
     def changes(move):
-        return _mutate(g, g.seed, move).fitted() != g
+        return mutate(g, g.seed, move).fitted() != g
     if repeat is not None and changes(repeat):
         return repeat
     while True:  # switching the frames always changes something
@@ -223,8 +223,8 @@ def worst_precision(backend, oracle, dtype: str, *, budget_s: float, timeout_s: 
         step += 1
         if best[key] is not None:
             parent = best[key][1]
-            move = _next_move(parent, rng, rising[key])
-            evaluate(_mutate(parent, seed + 1000 + step, move))
+            move = next_move(parent, rng, rising[key])
+            evaluate(mutate(parent, seed + 1000 + step, move))
             rising[key] = move if best[key][1] is not parent and move in SLOPES else None
     verdict = {"stage": "precision", "item": dtype, "tried": tried, "failed": failed,
                "too_large": too_large}

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from ctcbench.caselib.builders import problem_of
 from ctcbench.cli import cli
 from ctcbench.core.ctcmath import collapse
-from ctcbench.datasheet.precision import (GENES, SLOPES, T_RANGE, SCALE_RANGE, Genes, _mutate,
-                                          _next_move, _path, build, scores)
+from ctcbench.datasheet.precision import (GENES, SLOPES, T_RANGE, SCALE_RANGE, Genes, mutate,
+                                          next_move, spread_path, build, scores)
 from ctcbench.datasheet.run import datasheet
 from ctcbench.datasheet.sheet import text
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
                                       ([1, 2, 2, 3], 40)])
 def test_a_peaked_path_collapses_to_its_target(target, T):
     """The alignment a peaked candidate peaks on spells its target (blank 0) in T frames."""
-    path = _path(target, T)
+    path = spread_path(target, T)
     assert len(path) == T and list(collapse(path, blank=0)) == target
 
 
@@ -51,14 +51,14 @@ def test_a_climb_moves_only_what_its_frames_use_and_never_in_place():
              (Genes("peaked", 40, 3, 1, 0.0, 2.0, 0.1, seed=1).fitted(),
               {("C", 0), ("C", 2), ("L", 0), ("L", 2)})]
     for g, in_place in cases:
-        assert all(_mutate(g, g.seed, m).fitted() == g for m in in_place)  # as claimed
-        moves = {_next_move(g, rng, None) for _ in range(400)}
+        assert all(mutate(g, g.seed, m).fitted() == g for m in in_place)  # as claimed
+        moves = {next_move(g, rng, None) for _ in range(400)}
         assert {gene for gene, _ in moves} == set(GENES[g.frames])
         assert not moves & in_place
     g = Genes("random", 100, 7, 5, 0.0, 2.0, 0.1, seed=1).fitted()
-    assert _next_move(g, rng, ("T", 1)) == ("T", 1)  # 100 -> 200: still a change
+    assert next_move(g, rng, ("T", 1)) == ("T", 1)  # 100 -> 200: still a change
     top = Genes("random", T_RANGE[1], 7, 5, 0.0, 2.0, 0.1, seed=1).fitted()
-    assert _next_move(top, rng, ("T", 1)) != ("T", 1)  # at the bound: another move
+    assert next_move(top, rng, ("T", 1)) != ("T", 1)  # at the bound: another move
     assert ("T", 3) not in SLOPES and ("frames", 0) not in SLOPES and ("T", 5) in SLOPES
 
 
