@@ -194,8 +194,8 @@ class NumbaBackend:
         """One call of the kernel into fresh outputs: ``(loss (N,), grad (T, N, C), path (N,))``."""
         loss = np.empty(N)  # (N,)
         grad = np.empty((T, N, C), dtype=self.compute_dtype)  # (T, N, C); all written
-        from ctcbench.backends.numba_kernels import Path
-        path = np.full(N, Path.SKIPPED, dtype=np.int8)  # (N,) the path of each sample
+        from ctcbench.backends.numba_kernels import SamplePath
+        path = np.full(N, SamplePath.SKIPPED, dtype=np.int8)  # (N,) the path of each sample
         if T > 0:
             with _launch_lock:
                 numba.set_num_threads(threads)  # both per calling thread, so under the lock
@@ -212,12 +212,12 @@ class NumbaBackend:
 
         numba, kernel, args, threads, notes = self._prepare(problem, grad_weights)
         loss, grad, path = self._launch(numba, kernel, args, threads, T, N, C)
-        log_space = path == k.Path.LOG_SPACE
-        tilted = path == k.Path.TILTED
+        log_space = path == k.SamplePath.LOG_SPACE
+        tilted = path == k.SamplePath.TILTED
         float32_rows, said = None, self.compute_dtype
         if self.compute_dtype == "float32":  # says what it computed in: float32 rows or not
-            float32_rows = path == k.Path.FAST
-            in64 = (path != k.Path.FAST) & (path != k.Path.SKIPPED)
+            float32_rows = path == k.SamplePath.FAST
+            in64 = (path != k.SamplePath.FAST) & (path != k.SamplePath.SKIPPED)
             if in64.any() and not float32_rows.any():
                 said = "float64"
             elif in64.any():

@@ -41,7 +41,7 @@ from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa:
                                           overlap_is_safe, segment_frames, softmax_frame)
 
 
-class Path(enum.IntEnum):
+class SamplePath(enum.IntEnum):
     """The path a sample took (ctc_batch's ``path``, one int8 per sample)."""
 
     FAST = 0  # the scaled probability-space rows (float32 rows under float32 compute)
@@ -52,7 +52,7 @@ class Path(enum.IntEnum):
 
 
 # the same codes as plain ints, which the compiled kernels read as constants
-FAST, TILTED, LOG_SPACE, FAST64, SKIPPED = (int(p) for p in Path)
+FAST, TILTED, LOG_SPACE, FAST64, SKIPPED = (int(p) for p in SamplePath)
 
 # The fast path hands a sample to the rescue early when the forward mass at the linear
 # alignment's state falls below this fraction of the row's (random logits at T=3000-4000: by

@@ -88,3 +88,19 @@ def test_the_datasheet_checks_its_settings_before_any_folder(tmp_path):
                                    "--out", str(tmp_path / "c")])
     assert res.exit_code == 1 and "Error: --max-memory: expected >= 1, got 0" in res.output
     assert not any(tmp_path.iterdir())
+
+
+def test_the_datasheets_reproduce_command_parses_back_to_its_settings():
+    """datasheet.md's command (``command_line``) read by the datasheet's own option parser
+    gives back every setting of the run, large seeds and small floats included."""
+    import shlex
+
+    from ctcbench.cli import cli
+    from ctcbench.datasheet.config import DatasheetSettings, command_line, datasheet_settings
+    run = DatasheetSettings(budget=0.25, timeout=1e-3, seed=10_000_000, trials=7,
+                            stages=("limits", "speed"), axes=("T",), dtypes=("float64",))
+    config = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(run).items()}
+    command = cli.commands["datasheet"]
+    ctx = command.make_context("datasheet", ["--backend", "numpy",
+                                             *shlex.split(command_line(config))])
+    assert DatasheetSettings(**command_line_settings(ctx, datasheet_settings())) == run

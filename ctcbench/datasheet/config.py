@@ -58,5 +58,5 @@ def command_line(config: dict) -> str:
         if s.many and tuple(value) != tuple(s.default):
             words += [s.option, ",".join(value)]
         elif not s.many and value is not None:
-            words += [s.option, f"{value:g}"]
+            words += [s.option, f"{value:g}" if isinstance(value, float) else str(value)]
     return " ".join(words)

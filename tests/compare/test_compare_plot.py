@@ -32,12 +32,13 @@ REPORT_ROWS = [  # × mismatch, C crashed, T timeout, k known, E error, u unsupp
     _row("a", "c_err", "float64", "error"),
     _row("a", "c_uns", "float64", "unsupported"),
     _row("b", "c_ok", "float32", "ok", 1e-9),  # -9, shown as -8
+    _row("b", "c_mis", "float32", "mismatch", np.inf),  # drawn as 3, shown as 2
     {"backend": "c", "case": "*", "dtype": "*", "status": "skipped"},
 ]
 REPORT_CASES = ["c_crash", "c_err", "c_known", "c_mis", "c_ok", "c_time", "c_uns"]
 CELLS = {("c_ok", "a:float64"): -2, ("c_mis", "a:float64"): 2, ("c_known", "a:float64"): 1,
-         ("c_ok", "b:float32"): -8}
-MARKED = {("c_mis", "a:float64"): "×", ("c_known", "a:float64"): "k",
+         ("c_ok", "b:float32"): -8, ("c_mis", "b:float32"): 2}
+MARKED = {("c_mis", "a:float64"): "×", ("c_mis", "b:float32"): "×", ("c_known", "a:float64"): "k",
           ("c_crash", "a:float64"): "C", ("c_time", "a:float64"): "T",
           ("c_err", "a:float64"): "E", ("c_uns", "a:float64"): "u"}
 

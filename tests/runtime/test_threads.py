@@ -68,7 +68,6 @@ def test_the_cli_error_names_the_option(tmp_path):
     assert result.exit_code == 1
     assert result.stderr.strip() == "Error: --threads: expected >= 1, got 0"
     assert not (tmp_path / "r").exists()
-    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("raw, count", [(None, None), ("", None), ("  ", None), ("3", 3)])
