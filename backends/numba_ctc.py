@@ -24,10 +24,11 @@ numba is a default dependency of ctcbench (it brings LLVM, as llvmlite); where i
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,22 +39,48 @@ from ctcbench.runtime.protocol import BackendUnavailable, grad_weights_array
 from ctcbench.runtime.threads import THREADS_ENV, requested
 
 INSTALL_HINT = "pip install numba"
-LAYER_ENV = "NUMBA_THREADING_LAYER"
-# numba's own thread pool: its OpenMP layer shares torch's libgomp, whose spinning workers slow
-# both libraries down in one process (docs/numba.md, "Threading layer").
-DEFAULT_LAYER = "workqueue"
-# Samples go to the threads one at a time: with equal shares decided up front, one thread slowed
-# by other load holds the whole call back (docs/numba.md, "Threads").
-CHUNK_SIZE = 1
 COMPUTE_DTYPES = ("float64", "float32")
-_launch_lock = threading.Lock()  # the workqueue layer takes one parallel launch at a time
+CHUNKS_PER_THREAD = 4  # a batch's share per thread, in chunks taken as threads come free
+# Waking a helper thread costs ~0.05-0.1 ms, the kernel's time for ~20,000 cells at 4 ns a
+# cell: T=50 N=8 L=10 (8,400 cells) ran slower on 2 threads than on 1 (docs/numba.md).
+CELLS_PER_THREAD = 50_000
 
 
-def use_threading_layer(numba_module) -> None:
-    """Pick ``DEFAULT_LAYER`` unless ``NUMBA_THREADING_LAYER`` says otherwise; effective only
-    before numba's first parallel launch in the process."""
-    if not os.environ.get(LAYER_ENV):
-        numba_module.config.THREADING_LAYER = DEFAULT_LAYER
+def launch(kernel, args, loss, grad, path, threads: int) -> int:
+    """``kernel`` (:func:`numba_kernels.ctc_batch`) over every sample of ``args`` into
+    ``loss (N,)``, ``grad (T, N, C)``, ``path (N,)``, on ``threads`` threads. The kernel
+    releases the GIL; the samples, longest first (by ``T_n (2 L_n + 1)``), are dealt into
+    ``CHUNKS_PER_THREAD`` chunks a thread, which the threads take one at a time, so a thread
+    slowed by other load holds back at most one chunk. A batch of fewer than
+    ``CELLS_PER_THREAD`` DP cells a thread runs on fewer threads, as waking one costs more
+    than it saves. Returns the threads used."""
+    N = loss.shape[0]
+    cells = args[2] * (2 * args[3] + 1)  # (N,) DP cells per sample
+    threads = max(1, min(threads, N, int(cells.sum()) // max(1, CELLS_PER_THREAD)))
+    if threads == 1:
+        kernel(*args, loss, grad, path, np.arange(N, dtype=np.int64))
+        return 1
+    order = np.argsort(-cells, kind="stable")  # (N,) longest first
+    count = min(N, CHUNKS_PER_THREAD * threads)
+    chunks = [np.ascontiguousarray(order[j::count]) for j in range(count)]  # each (~N/count,)
+    taken = iter(chunks)  # next() is atomic: each chunk is taken by one thread
+
+    def work():
+        for chunk in taken:
+            kernel(*args, loss, grad, path, chunk)
+    pool = _helper_pool(threads - 1)
+    helpers = [pool.submit(work) for _ in range(threads - 1)]
+    work()
+    for helper in helpers:
+        helper.result()
+    return threads
+
+
+@functools.cache
+def _helper_pool(size: int) -> ThreadPoolExecutor:
+    """The ``size`` threads that share a batch with the caller's (one pool per thread count,
+    which ``thread_count`` caps at numba's)."""
+    return ThreadPoolExecutor(max_workers=size, thread_name_prefix="numba-ctc")
 
 
 def thread_count(numba_module) -> tuple[int, str | None]:
@@ -93,14 +120,14 @@ def _cached(kernel) -> bool:
 
 def compile_ahead(compute_dtype: str = "float64") -> str | None:
     """Compile the kernel into numba's disk cache in a child process, unless it is cached
-    there: the compile (~40 s on 2 cores) then holds no lock of this process, whose other
+    there: the compile (~20-30 s on 2 cores) then holds no lock of this process, whose other
     threads go on at full speed, and the run that follows loads it in about a second.
     Returns what it did, as a note, or None when there was nothing to do."""
     import subprocess
     import sys
 
     from ctcbench.backends import numba_kernels
-    if _cached(numba_kernels.ctc_batch):
+    if _cached(numba_kernels.KERNELS[compute_dtype]):
         return None
     start = time.perf_counter()
     child = subprocess.run(
@@ -153,13 +180,12 @@ class NumbaBackend:
     def _prepare(self, problem: CTCProblem, grad_weights):
         """What a run needs before the kernel: the thread count, the memory check, the
         kernel's input arrays, and the kernel compiled for them; returns
-        ``(numba, kernel, args, threads, notes)``."""
+        ``(kernel, args, threads, notes)``."""
         import numba
 
         from ctcbench.backends import numba_kernels
 
         T, N, C, L = problem.shape
-        use_threading_layer(numba)
         threads, note = thread_count(numba)
         require_memory(T, N, C, L, need=estimate_bytes(T, N, C, L, threads))
         # Logits are widened exactly up front (the kernels read every logit as a float64 or
@@ -174,44 +200,43 @@ class NumbaBackend:
                 _kernel_input(problem.input_lengths, np.int64),  # (N,)
                 _kernel_input(problem.target_lengths, np.int64),  # (N,)
                 np.int64(problem.blank), _kernel_input(weights, np.float64))  # (N,)
-        kernel = numba_kernels.ctc_batch  # a float32 grad asks for the float32 compute
+        kernel = numba_kernels.KERNELS[self.compute_dtype]
         grad_type = numba.typeof(np.empty((1, 1, 1), dtype=self.compute_dtype))
         key = f"{logits_dtype.__name__}/{self.compute_dtype}"
         if key not in self.compile_seconds:
             t0 = time.perf_counter()
             hits = sum(kernel.stats.cache_hits.values())
             kernel.compile(tuple(numba.typeof(a) for a in args)
-                           + (numba.float64[::1], grad_type, numba.int8[::1]))
+                           + (numba.float64[::1], grad_type, numba.int8[::1],
+                              numba.int64[::1]))
             seconds = self.compile_seconds[key] = time.perf_counter() - t0
             what = f"the {self.compute_dtype} kernel for {logits_dtype.__name__} logits"
             notes.append(f"numba: loaded {what} from its disk cache in {seconds:.1f} s"
                          if sum(kernel.stats.cache_hits.values()) > hits else
                          f"numba: compiled {what} in {seconds:.0f} s, once: later runs load "
                          f"it from numba's disk cache in about a second")
-        return numba, kernel, args, threads, notes
+        return kernel, args, threads, notes
 
-    def _launch(self, numba, kernel, args, threads, T, N, C):
-        """One call of the kernel into fresh outputs: ``(loss (N,), grad (T, N, C), path (N,))``."""
+    def _launch(self, kernel, args, threads, T, N, C):
+        """One call of the kernel into fresh outputs: ``(loss (N,), grad (T, N, C), path (N,),
+        threads used)``."""
         loss = np.empty(N)  # (N,)
         grad = np.empty((T, N, C), dtype=self.compute_dtype)  # (T, N, C); all written
         from ctcbench.backends.numba_kernels import SamplePath
         path = np.full(N, SamplePath.SKIPPED, dtype=np.int8)  # (N,) the path of each sample
         if T > 0:
-            with _launch_lock:
-                numba.set_num_threads(threads)  # both per calling thread, so under the lock
-                numba.set_parallel_chunksize(CHUNK_SIZE)
-                kernel(*args, loss, grad, path)
+            threads = launch(kernel, args, loss, grad, path, threads)
         else:  # no frames: only an empty target has a path
             loss[:] = np.where(args[3] == 0, 0.0, np.inf)
-        return loss, grad, path
+        return loss, grad, path, threads
 
     def run(self, problem: CTCProblem, *, grad_weights=None) -> "NumbaResult":
         """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient."""
         T, N, C, L = problem.shape
         from ctcbench.backends import numba_kernels as k
 
-        numba, kernel, args, threads, notes = self._prepare(problem, grad_weights)
-        loss, grad, path = self._launch(numba, kernel, args, threads, T, N, C)
+        kernel, args, threads, notes = self._prepare(problem, grad_weights)
+        loss, grad, path, threads = self._launch(kernel, args, threads, T, N, C)
         log_space = path == k.SamplePath.LOG_SPACE
         tilted = path == k.SamplePath.TILTED
         float32_rows, said = None, self.compute_dtype
@@ -240,10 +265,10 @@ class NumbaBackend:
         call, as ``run`` does; returns ``(loss (N,), grad (T, N, C))``. ``run`` adds the
         conversions, the memory check (a read of /proc/meminfo, ~30 us) and the notes."""
         T, N, C, _ = problem.shape
-        numba, kernel, args, threads, _ = self._prepare(problem, None)
+        kernel, args, threads, _ = self._prepare(problem, None)
 
         def call():
-            loss, grad, _ = self._launch(numba, kernel, args, threads, T, N, C)
+            loss, grad, _, _ = self._launch(kernel, args, threads, T, N, C)
             return loss, grad
         return call
 

@@ -1,9 +1,9 @@
 """The compiled CTC kernels behind backend ``numba`` (``backends/numba_ctc.py``).
 
 Shape letters as in :mod:`ctcbench.core.problem`; per sample ``T_n`` frames, ``L_n`` labels.
-One call of :func:`ctc_batch` does a whole batch: softmax, forward and backward recursions,
-loss and gradient w.r.t. the logits, one sample per ``prange`` iteration (a sample is computed
-by one thread start to end, so the result does not depend on the thread count).
+One call of :func:`ctc_batch` does the samples it is given: softmax, forward and backward
+recursions, loss and gradient w.r.t. the logits, each sample start to end in the calling thread
+(so the result does not depend on how many threads share the batch).
 
 Fast path (:func:`sample_fast`): probability space, each row divided by the previous row's sum
 (Rabiner's scaling, as in :mod:`ctcbench.core.reference`). The ``S = 2L + 1`` states are kept
@@ -18,9 +18,9 @@ uniform logits at T in the thousands in probability space) and, if that fails th
 by :func:`sample_log_space`: exact, slower, rare. Past those checks the gradient is finite
 without looking: softmax rows lie in [0, 1], and each ``w * gamma`` term is ``w`` times a part
 of a positive sum over that sum.
-A float32 ``grad`` asks for the opt-in float32 compute: the same fast path on float32 rows,
-guarded at ``SAFE_FLOOR32``, and the float64 paths for the samples it turns down
-(:func:`sample_float32`).
+The opt-in float32 compute is a kernel of its own, :func:`ctc_batch32`: the same fast path on
+float32 rows, guarded at ``SAFE_FLOOR32``, and the float64 paths for the samples it turns down
+(:func:`sample_float32`); ``KERNELS`` maps each compute dtype to its kernel.
 Design and measurements: docs/numba.md.
 """
 from __future__ import annotations
@@ -29,8 +29,7 @@ import enum
 import math
 
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import overload
+from numba import njit
 
 from ctcbench.backends.numba_rescue import (TILT_PERIOD, sample_log_space,  # noqa: F401
                                             sample_tilted)
@@ -60,8 +59,8 @@ FAST, TILTED, LOG_SPACE, FAST64, SKIPPED = (int(p) for p in SamplePath)
 BAIL_BELOW = 1e-150
 BAILED = -1e300  # sample_fast's return when it bailed (far below any loss, which rounding
 # may leave a little below 0, e.g. -1e-9 from float32 rows)
-# The opt-in float32 compute (a float32 grad): the fast path on float32 rows, 16 lanes a
-# vector. float32's smallest normal is 1.2e-38; below SAFE_FLOOR32 a scaled float32 quantity
+# The opt-in float32 compute (ctc_batch32): the fast path on float32 rows, 16 lanes
+# a vector. float32's smallest normal is 1.2e-38; below SAFE_FLOOR32 a scaled float32 quantity
 # may have lost mass. It bails at BAIL_BELOW32 (random logits at T=200 L=40 stay above it).
 SAFE_FLOOR32 = 1e-30
 BAIL_BELOW32 = 1e-16
@@ -257,25 +256,11 @@ def sample_float32(logits, grad, n, tg, T_n, L, blank, w, skip):
     return value, FAST64 if path == FAST else path
 
 
-def sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
-    """:func:`sample_float32` for a float32 ``grad``, else :func:`sample_float64`: chosen
-    when ``ctc_batch`` is compiled (an ``if`` on the dtype would compile both for each)."""
-    raise NotImplementedError("compiled code only")
-
-
-@overload(sample_by_dtype, inline="always")
-def _sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip):
-    if grad.dtype == types.float32:
-        return lambda logits, grad, n, tg, T_n, L, blank, w, skip: sample_float32(
-            logits, grad, n, tg, T_n, L, blank, w, skip)
-    return lambda logits, grad, n, tg, T_n, L, blank, w, skip: sample_float64(
-        logits, grad, n, tg, T_n, L, blank, w, skip)
-
-
 @njit(inline="always", **JIT)
 def batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
-                 path, n):
-    """Sample ``n`` of a :func:`ctc_batch` call: its loss, path and every gradient entry."""
+                 path, n, sample):
+    """Sample ``n`` of a :func:`ctc_batch` call: its loss, path and every gradient entry, by
+    ``sample`` (:func:`sample_float64` or :func:`sample_float32`)."""
     T = logits.shape[0]
     T_n, L = input_lengths[n], target_lengths[n]
     tg = targets[n]
@@ -294,24 +279,34 @@ def batch_sample(logits, targets, input_lengths, target_lengths, blank, weights,
     for j in range(1, L):
         if tg[j] != tg[j - 1]:
             skip[j] = 1.0
-    loss[n], path[n] = sample_by_dtype(logits, grad, n, tg, T_n, L, blank, w, skip)
+    loss[n], path[n] = sample(logits, grad, n, tg, T_n, L, blank, w, skip)
     for t in range(T_n, T):  # padded frames: zero, never read
         grad[t, n, :] = 0.0
 
 
-@njit(parallel=True, **JIT)
+@njit(**JIT)
 def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
-              path):
-    """Fill ``loss (N,)``, ``grad (T, N, C)`` (every element written) and ``path (N,)`` int8
-    (the path each sample took: ``FAST``, ``TILTED``, ``LOG_SPACE``, ``FAST64`` or
-    ``SKIPPED``) for ``logits (T, N, C)``
-    float32/64, ``targets (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64.
-    A float32 ``grad`` asks for the float32 compute (:func:`sample_float32`). Callers
-    should launch it with ``numba.set_parallel_chunksize(1)`` (see ``numba_ctc``); set in
-    here, it would keep numba from caching the compiled kernel."""
-    for n in prange(logits.shape[1]):
-        # int64: numba types the prange index int64 when it types this function and uint64
-        # in the parallel loop it makes of it; each type compiled every callee once more
+              path, samples):
+    """Fill ``loss[n]``, ``grad[:, n]`` (every element written) and ``path[n]`` (the path the
+    sample took: ``FAST``, ``TILTED``, ``LOG_SPACE``, ``FAST64`` or ``SKIPPED``) for each
+    sample ``n`` of ``samples (K,)`` int64, given ``logits (T, N, C)`` float32/64, ``targets
+    (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64; ``loss (N,)``, ``grad
+    (T, N, C)`` float64, ``path (N,)`` int8. Serial and ``nogil``: threads share a batch by
+    calling it on disjoint ``samples`` (``numba_ctc.launch``), so one compiled kernel serves
+    every thread count, and numba builds no parallel loop (docs/numba.md, "Compilation")."""
+    for i in range(samples.shape[0]):
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
-                     grad, path, np.int64(n))
+                     grad, path, samples[i], sample_float64)
 
+
+@njit(**JIT)
+def ctc_batch32(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
+                path, samples):
+    """:func:`ctc_batch` in the opt-in float32 compute (:func:`sample_float32`), ``grad``
+    float32: a kernel of its own, so that the default compiles none of the float32 rows."""
+    for i in range(samples.shape[0]):
+        batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
+                     grad, path, samples[i], sample_float32)
+
+
+KERNELS = {"float64": ctc_batch, "float32": ctc_batch32}  # compute dtype -> kernel

@@ -24,6 +24,7 @@ FAST64.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import tempfile
 import time
@@ -34,13 +35,35 @@ import numpy as np
 SIZES = ["1000,32,100,200", "200,16,50,40", "50,8,20,10", "1000,8,5000,100"]
 
 
-def load_kernel(path: str):
-    """``ctc_batch`` of the kernel module file at ``path``, compiled afresh (``main`` points
-    numba's cache at a new temporary folder)."""
-    source = Path(path).read_text()
+@functools.cache
+def load_module(path: str) -> dict:
+    """The namespace of the kernel module file at ``path``, whose kernels compile afresh
+    (``main`` points numba's cache at a new temporary folder)."""
     namespace = {"__name__": f"kernel_{Path(path).stem}"}
-    exec(compile(source, path, "exec"), namespace)
-    return namespace["ctc_batch"]
+    exec(compile(Path(path).read_text(), path, "exec"), namespace)
+    return namespace
+
+
+def load_kernel(path: str, compute: str = "float64"):
+    """The kernel of ``path`` for the ``compute`` dtype, as a function of ``(call, threads)``
+    that runs it as the adapter does: ``numba_ctc.launch`` (a serial kernel, given the
+    samples), or for a ``prange`` kernel (before 2026-12-03, no ``samples`` argument)
+    numba's threads."""
+    import numba
+
+    from ctcbench.backends.numba_ctc import launch
+
+    namespace = load_module(path)
+    kernel = namespace["ctc_batch"]
+    kernels = namespace.get("KERNELS")  # since 2026-12-03 the float32 compute's is its own
+    if kernels is not None and compute == "float32":
+        kernel = kernels["float32"]
+    if kernel.py_func.__code__.co_argcount == 9:
+        def run_prange(call, threads):
+            numba.set_num_threads(threads)
+            kernel(*call)
+        return run_prange
+    return lambda call, threads: launch(kernel, call[:6], *call[6:], threads)
 
 
 def problem(T: int, N: int, C: int, L: int, dtype: str = "float64",
@@ -75,7 +98,7 @@ def main() -> None:
                         "is the compute asked for: float64, float32, or both (float64,float32)")
     parser.add_argument("--logits", choices=["random", "peaked"], default="random")
     parser.add_argument("--chunksize", type=int, default=1, help="numba's parallel chunk size "
-                        "(1: samples one at a time, as the adapter runs it; 0: numba's default)")
+                        "for a prange kernel (1: samples one at a time, as its adapter ran it)")
     args = parser.parse_args()
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     # Functions the versions import (numba_math) compiled from these exec'd modules must not
@@ -85,8 +108,7 @@ def main() -> None:
 
     numba.set_parallel_chunksize(args.chunksize)
     threads = [int(x) for x in args.threads.split(",")]
-    loaded = {path: load_kernel(path) for path in args.versions}
-    kernels = {(path, compute): loaded[path] for path in args.versions
+    kernels = {(path, compute): load_kernel(path, compute) for path in args.versions
                for compute in args.compute.split(",")}
     for size in args.size or SIZES:
         T, N, C, L = (int(x) for x in size.split(","))
@@ -95,14 +117,12 @@ def main() -> None:
         for _ in range(args.rounds):
             for key, kernel in kernels.items():
                 call = calls[key]
-                numba.set_num_threads(1)
-                kernel(*call)  # compile, warm up
+                kernel(call, 1)  # compile, warm up
                 cpu, wall = [], {n: [] for n in threads}
                 for _ in range(args.repeat):
                     for n in threads:
-                        numba.set_num_threads(n)
                         c0, w0 = time.process_time(), time.perf_counter()
-                        kernel(*call)
+                        kernel(call, n)
                         wall[n].append(time.perf_counter() - w0)
                         if n == 1:
                             cpu.append(time.process_time() - c0)

@@ -85,7 +85,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
              else backend_names())
     bar.note("loading backends")
     ready, failed = _load(names)
-    # warm-ups (a numba compile: ~40 s cold) run while the cases build and the other
+    # warm-ups (a numba compile: ~20-30 s cold) run while the cases build and the other
     # backends' rows run; a backend's rows wait for its own warm-up only
     warming = {b.name: _in_background(_warm_up, b) for b in ready}
     try:

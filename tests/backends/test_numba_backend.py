@@ -146,7 +146,32 @@ def test_grad_weights_scale_each_sample(numba_backend):
     np.testing.assert_allclose(weighted, plain * w[None, :, None], atol=1e-15)
 
 
-def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch):
+@pytest.fixture
+def shared_batches(monkeypatch):
+    """Every batch shared by the threads asked for, however small (``launch`` runs a small one
+    on fewer threads, since waking a thread costs more than it saves)."""
+    from ctcbench.backends import numba_ctc
+    monkeypatch.setattr(numba_ctc, "CELLS_PER_THREAD", 0)
+
+
+def test_a_small_batch_runs_on_one_thread_and_says_so(numba_backend, monkeypatch):
+    """A batch of fewer DP cells than ``CELLS_PER_THREAD`` a thread runs on one: ``threads``
+    says what was used, not what was asked; a large one gets both threads."""
+    import numba
+    from ctcbench.backends.numba_ctc import CELLS_PER_THREAD
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs two numba threads: a machine with 2+ cores, or NUMBA_NUM_THREADS=2")
+    monkeypatch.setenv(THREADS_ENV, "2")
+    rng = np.random.default_rng(3)
+    small = random_problem(rng, T=50, N=8, C=20, L=10)  # 8,400 cells
+    T = 2 * CELLS_PER_THREAD // (4 * 41) + 1  # N=4 L=20: 2 x CELLS_PER_THREAD cells and more
+    large = CTCProblem(rng.normal(size=(T, 4, 20)), rng.integers(1, 20, size=(4, 20)),
+                       [T] * 4, [20] * 4)
+    assert numba_backend.run(small).raw.threads == 1
+    assert numba_backend.run(large).raw.threads == 2
+
+
+def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch, shared_batches):
     """One sample is computed by one thread start to end: bit-identical for any thread count."""
     import numba
     if numba.config.NUMBA_NUM_THREADS < 2:
@@ -163,7 +188,8 @@ def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch):
 
 
 @pytest.mark.parametrize("compute", ["float64", "float32"])
-def test_one_and_two_threads_give_the_same_bits_in_either_compute(compute, monkeypatch):
+def test_one_and_two_threads_give_the_same_bits_in_either_compute(compute, monkeypatch,
+                                                                   shared_batches):
     """float32 logits, either compute, peaked and random samples (float32 rows and the
     float64 paths), weighted, padded: 1 and 2 threads give the same bits."""
     import numba
@@ -409,7 +435,8 @@ def test_log_space_path_keeps_its_precision_at_long_T():
     np.testing.assert_allclose(grad[:, 0], want_grad.astype(np.float64), rtol=0, atol=1e-11)
 
 
-def test_results_do_not_depend_on_thread_count_or_allocator_state(numba_backend, monkeypatch):
+def test_results_do_not_depend_on_thread_count_or_allocator_state(numba_backend, monkeypatch,
+                                                                   shared_batches):
     """A loop that stores and sums gets a runtime alias check whose scalar fallback adds in
     another order; with a sample's arrays allocated apart, its outcome followed the
     allocator and 1 and 2 threads differed in the last bit. Random problems (fast path and
@@ -562,7 +589,7 @@ def test_float32_compute_says_which_samples_it_computed_in_float64(numba_float32
     _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
 
 
-def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch):
+def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch, shared_batches):
     """Long random samples do not fit float32 rows (their normalised forward and backward rows
     stop overlapping within float32's range) and are handed to the float64 paths: within the
     float32 bound of the reference, said in a note, the same bits for 1 and 2 threads."""
