@@ -6,6 +6,8 @@ import ast
 import itertools
 from pathlib import Path
 
+from ctcbench.drivers import DRIVERS as RUN_DRIVERS  # the drivers' layer, declared once
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # docs/layout.md, "Layers": left to right. A part is a module or subpackage of ctcbench.
@@ -17,14 +19,14 @@ LAYERS = (
     ("caselib", "cases", "torch"),
     ("runs",),
     ("doctor",),
-    ("compare", "bench", "fuzz", "convergence", "atlas", "datasheet"),
+    RUN_DRIVERS,
     ("report",),
     ("drivers",),
     ("cli", "cli_docs", "cli_options", "testing", "pytest_plugin", ""),  # "": the package itself, the public API
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
-DRIVERS = ("doctor", "compare", "bench", "fuzz", "convergence", "atlas", "datasheet")  # they and report
-# know nothing of each other: ctcbench.drivers hands each kind's page context to the renderer
+DRIVERS = ("doctor", *RUN_DRIVERS)  # they and report know nothing of each other:
+# ctcbench.drivers hands each kind's page context to the renderer
 
 
 def part(module: str) -> str:
@@ -113,7 +115,7 @@ BUILT_ON = {("atlas", "compare")}
 def test_no_driver_imports_another_driver():
     """What two drivers share lives in a lower layer (runtime's sizes and timing loop,
     caselib's judge and case files), so a driver changes without touching its siblings."""
-    edges, drivers = graph(), LAYERS[LAYER["compare"]]  # the doctor is a layer below them
+    edges, drivers = graph(), RUN_DRIVERS  # the doctor is a layer below them
     wrong = sorted((a, b) for a in drivers for b in drivers
                    if a != b and b in edges.get(a, ()) and (a, b) not in BUILT_ON)
     assert not wrong, wrong
