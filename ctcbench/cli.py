@@ -1,4 +1,5 @@
-"""The ``ctcbench`` command line: thin commands over library functions.
+"""The ``ctcbench`` command line: thin commands over library functions. The drivers' commands
+are in ``ctcbench/<driver>/command.py``, added here from the ``DRIVERS`` table.
 
 Library errors become one ``Error:`` line here and nowhere else (``Commands``). Heavy imports
 happen inside commands, so ``ctcbench --help`` stays instant.
@@ -6,30 +7,20 @@ happen inside commands, so ``ctcbench --help`` stays instant.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from pathlib import Path
 
 import click
 
 from ctcbench import __version__
-from ctcbench.cli_options import (baseline_options, case_dirs_option, format_option,
-                                  function_options, list_option, one_backend, out_options,
-                                  with_functions)
+from ctcbench.cli_options import case_dirs_option, format_option
 from ctcbench.cli_types import Number, OneOf
-from ctcbench.bench.config import bench_settings
-from ctcbench.cluster import EXECUTORS
-from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
-from ctcbench.convergence.options import config_option, run_settings
-from ctcbench.convergence.scenarios import SCENARIOS
-from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.core.reduction import REDUCTIONS
-from ctcbench.datasheet.config import datasheet_settings
-from ctcbench.fuzz.config import fuzz_settings
 from ctcbench.doctor.inputs import LAYOUTS
 from ctcbench.doctor.load import MAX_BYTES
 from ctcbench.doctor.torch_path import DEVICES as TORCH_DEVICES
-from ctcbench.drivers import DRIVERS, finish_run
+from ctcbench.drivers import DRIVERS
 from ctcbench.errors import InputError
-from ctcbench.settings import SettingsCommand, command_line_settings
 
 
 LIBRARY_ERRORS = (ValueError, KeyError, OSError, RuntimeError)  # what the library raises for
@@ -107,46 +98,6 @@ def cases_cmd(case_dirs, fmt):
         click.echo(f"{name:<{width}}  {r['oracle']:<12}  {dt:<{dwidth}}  {r['description']}")
 
 
-@cli.command("compare")
-@list_option("--backend", "backends", metavar="NAME",
-             help="Backends to check (repeatable); default every registered backend.")
-@function_options("Check")
-@click.option("--case", "case_globs", multiple=True, metavar="GLOB",
-              help="Case name or glob, also family/name (repeatable); default all.")
-@click.option("--dtype", "dtypes", multiple=True,
-              type=OneOf(FLOAT_DTYPES),
-              help="Only these dtypes (repeatable); default each case's own list.")
-@case_dirs_option("use")
-@out_options("compare")
-@click.option("--plot/--no-plot", default=True, show_default=True,
-              help="Save margins.png (error / tolerance per case and backend) in the run folder.")
-@baseline_options
-@format_option("table", "json", "csv")
-def compare_cmd(backends, functions, convention, device, known_issues, case_globs, dtypes,
-                case_dirs, out, resume, plot, save_baseline, baseline, max_change, fmt):
-    """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
-    from ctcbench.compare.run import compare
-    from ctcbench.compare.table import df_records, format_table, nothing_checked, to_csv
-    from ctcbench.files import to_json
-    result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
-                     case_dirs=case_dirs or None, out=out, resume=resume, plot=plot,
-                     functions=functions, convention=convention, device=device,
-                     known_issues=known_issues, save_baseline=save_baseline,
-                     baseline=baseline, max_change=max_change)
-    finish_run(result, named=fmt == "table")  # the table's last line names the folder
-    summary = result.summary
-    if fmt == "json":
-        click.echo(to_json({"summary": summary, "rows": df_records(result.rows)}, indent=1))
-    elif fmt == "csv":
-        click.echo(to_csv(result.rows), nl=False)
-    else:
-        click.echo(format_table(result.rows, run_dir=result.run_dir, summary=summary))
-    if nothing_checked(summary):  # a gate must not pass on nothing
-        raise click.ClickException(nothing_checked(summary))
-    if summary["failed"]:
-        raise SystemExit(1)
-
-
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @format_option("table", "json")
@@ -199,91 +150,6 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
         raise SystemExit(1)
 
 
-@cli.command(cls=SettingsCommand, settings=bench_settings)  # options made on first use
-@list_option("--backend", "backend_names", metavar="NAME",
-             help="Backends to time (repeatable); default every registered one. "
-                  "torch is always timed too, as the reference for ratios.")
-@function_options("Time", known_issues=False)
-@format_option("table", "json", "csv")
-@out_options("bench")
-@click.option("--baseline", type=click.Path(exists=True), default=None,
-              help="A saved bench run (folder, rows.jsonl, bench.json or bench.csv).")
-@click.option("--fail-on", "fail_on", multiple=True, metavar="METRIC:PCT",
-              help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
-                   "over the baseline, e.g. time:20%.")
-@click.pass_context
-def bench(ctx, backend_names, functions, convention, device, fmt, out, resume, baseline,
-          fail_on, **_settings):
-    """Time forward+backward and peak memory of every backend over a size grid."""
-    from ctcbench.bench.run import bench as run_bench, format_table, records
-    from ctcbench.files import to_json
-    backend_names = with_functions(backend_names, functions, convention, device)
-    result = run_bench(backends=backend_names, out=out, resume=resume, baseline=baseline,
-                       fail_on=fail_on, **command_line_settings(ctx, bench_settings()))
-    finish_run(result)
-    rows = records(result.rows)
-    if fmt == "json":
-        click.echo(to_json(rows, indent=2))
-    elif fmt == "csv":
-        click.echo((result.run_dir / "bench.csv").read_text(), nl=False)
-    else:
-        click.echo(format_table(rows))
-    if result.summary["regressions"]:
-        raise click.ClickException("\n".join(result.summary["regressions"]))
-
-
-@cli.command(cls=SettingsCommand, settings=run_settings, extra=config_option)  # made on first use
-@click.option("--jobs", type=Number(int), default=None, help="Parallel runs [default: min(2, CPUs)].")
-@out_options("convergence", resume_note=" (its stored config is used)")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=str(DEFAULT_CACHE_DIR),
-              show_default=True, help="Where rendered data pools are cached.")
-@click.option("--executor", type=OneOf(EXECUTORS), default="local",
-              show_default=True, help="Where runs execute: local worker processes, or a Dask "
-              "LocalCluster of --jobs workers (needs ctcbench[dask]).")
-@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
-              help="Submit each run as a task to this running Dask scheduler; its workers must "
-                   "share the run folder's filesystem.")
-@click.option("--tensorboard", "tensorboard", is_flag=False, flag_value="", default=None,
-              type=click.Path(file_okay=False), metavar="[DIR]",
-              help="Also write TensorBoard event files (scalars and hparams), one subfolder "
-                   "per run, into DIR [default: RUN_FOLDER/tensorboard]. Needs "
-                   "pip install 'ctcbench[tensorboard]'.")
-@click.option("--scenario", type=OneOf(list(SCENARIOS)), default=None,
-              help="Run a named experiment (docs/convergence.md): one grid per arm, in "
-                   "--out/<arm>/; options given here override the scenario's shared settings, "
-                   "not what an arm changes.")
-@format_option("table", "json")
-@click.pass_context
-def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorboard, scenario,
-                fmt, config_file, **_settings):
-    """Train small line recognisers with CTC under several optimizers and record convergence.
-
-    Every setting can also come from --config FILE.toml, for example:
-
-    \b
-        optimizer = ["adam", "rmsprop"]   # grid settings take a list
-        lr = 3e-3
-        seed = [0, 1, 2]
-        steps = 300
-        [model]
-        name = "crnn"
-        batchnorm = true
-        [data]
-        max_len = 6
-        seed = 0                          # --data-seed
-    """
-    from ctcbench.convergence.run import convergence as run_convergence
-    from ctcbench.convergence.tables import grid_output, scenario_output
-    result = run_convergence(
-        command_line_settings(ctx, run_settings()), scenario=scenario, out=out, resume=resume,
-        jobs=jobs, cache_dir=cache_dir, executor=executor, scheduler=scheduler,
-        tensorboard=tensorboard, config_file=config_file,
-        echo=lambda line: click.echo(line, err=True))
-    for run in result.arms.values() if scenario else [result]:
-        finish_run(run, named=fmt == "table")  # report.html in each grid's folder
-    click.echo(scenario_output(result, fmt) if scenario else grid_output(result, fmt))
-
-
 @cli.command(help=f"Write one self-contained HTML page for run folders of any kind "
                   f"({', '.join(DRIVERS)}), side by side.")
 @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
@@ -295,98 +161,8 @@ def report(run_dirs, out):
     click.echo(f"report: {write_report([Path(d) for d in run_dirs], out)}")
 
 
-@cli.command()
-@click.option("--checkpoint", required=True, type=click.Path(dir_okay=False),
-              help="checkpoint.pt written by `ctcbench convergence`.")
-@click.argument("images", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--beam", type=Number(int), default=0, show_default=True,
-              help="Prefix beam search width (0 = greedy).")
-@format_option("table", "json")
-def predict(checkpoint, images, beam, fmt):
-    """Read line images with a trained checkpoint and print the decoded text."""
-    from ctcbench.convergence.predict import predict_images
-    from ctcbench.files import to_json
-    rows = predict_images(checkpoint, images, beam=beam)
-    if fmt == "json":
-        click.echo(to_json(rows, indent=2))
-    else:
-        for r in rows:
-            click.echo(f"{r['image']}\t{r['text']}" if r["error"] is None
-                       else f"{r['image']}\tError: {r['error']}")
-    failed = [r["image"] for r in rows if r["error"] is not None]
-    if failed:  # every image was tried; the run still fails
-        raise click.ClickException(f"images: expected readable images, got {len(failed)} "
-                                   f"unreadable: {', '.join(failed)}")
-
-
-@cli.command(cls=SettingsCommand, settings=fuzz_settings)  # options made on first use
-@click.option("--backend", "backend_name", default=None, metavar="NAME",
-              help="Backend to fuzz (or --function).")
-@function_options("Fuzz", known_issues=False)
-@out_options("fuzz", resume_note=" (its stored failures are replayed first)")
-@format_option("table", "json")
-@click.pass_context
-def fuzz(ctx, backend_name, functions, convention, device, out, resume, fmt, **_settings):
-    """Search for the smallest problem on which a backend is wrong; exit 1 when one is found."""
-    from ctcbench.fuzz.run import fuzz as run_fuzz, summary_text
-    from ctcbench.files import to_json
-    backend_name, named = one_backend(backend_name, functions, convention, device)
-    result = run_fuzz(backend_name, out=out, resume=resume,
-                      **command_line_settings(ctx, fuzz_settings()))
-    finish_run(result)
-    found = result.summary
-    if fmt == "json":
-        click.echo(to_json({**found, "run_dir": str(result.run_dir)}, indent=2))
-    else:
-        click.echo(summary_text(found, backend_name, ctx.params["against"], named))
-    if found["found"]:
-        raise SystemExit(1)
-
-
-@cli.command()
-@list_option("--backend", "backend_names", metavar="NAME",
-             help="Only try the entries of these backends (repeatable); default every backend.")
-@out_options("atlas")
-@format_option("table", "json")
-def atlas(backend_names, out, resume, fmt):
-    """Try each known CTC bug of the atlas on the installed stack: reproduces, fixed, or not."""
-    from ctcbench.atlas.run import atlas as run_atlas, table_text
-    from ctcbench.files import to_json
-    result = finish_run(run_atlas(list(backend_names) or None, out=out, resume=resume),
-                        named=fmt == "table")
-    rows = result.rows.to_dict("records")
-    if fmt == "json":
-        click.echo(to_json({"summary": result.summary, "rows": rows}, indent=1))
-        return
-    click.echo(table_text(result))
-
-
-@cli.command(cls=SettingsCommand, settings=datasheet_settings)  # options made on first use
-@list_option("--backend", "backend_names", metavar="NAME",
-             help="Backends to describe (repeatable).")
-@function_options("Describe", known_issues=False)
-@click.option("--all", "all_backends", is_flag=True,
-              help="Every registered backend, side by side (those that cannot run here are "
-                   "listed as skipped).")
-@out_options("datasheet")
-@format_option("table", "json")
-@click.pass_context
-def datasheet(ctx, backend_names, functions, convention, device, all_backends, out, resume, fmt,
-              **_settings):
-    """One page per CTC implementation: its limits, worst precision, bad input, speed."""
-    from ctcbench.datasheet.run import datasheet as run_datasheet
-    from ctcbench.datasheet.sheet import text
-    from ctcbench.drivers import write_backend_pages
-    from ctcbench.files import read_text
-    backend_names = with_functions(backend_names, functions, convention, device) or []
-    result = run_datasheet(backend_names, all_backends=all_backends, out=out, resume=resume,
-                           **command_line_settings(ctx, datasheet_settings()))
-    result.files += write_backend_pages(result.run_dir)  # before report.html, which links them
-    finish_run(result)
-    if fmt == "json":
-        click.echo(read_text(result.run_dir / "datasheet.json", "datasheet.json"), nl=False)
-        return
-    click.echo(text(result.summary["sheets"]))
-
+for driver in DRIVERS:  # each driver's commands live in ctcbench/<driver>/command.py
+    for command in importlib.import_module(f"ctcbench.{driver}.command").COMMANDS:
+        cli.add_command(command)
 
 main = cli  # the console script's entry point (pyproject.toml)

@@ -88,7 +88,7 @@ def write_doctor_report(result, inputs: dict, out: Path, *, layout: str = "TNC",
     from ctcbench.environment import environment
     from ctcbench.report import render_page, write_page
     body = doctor_context(result, inputs, layout=layout, source=source)
-    run = {"kind": "doctor", "template": "doctor.html.j2", "name": body["name"], "dir": source,
+    run = {"kind": "doctor", "template": "doctor/page.html.j2", "name": body["name"], "dir": source,
            "env": environment(), "body": body}
     return write_page(Path(out), render_page([run], "ctcbench doctor report"))
 

@@ -22,7 +22,8 @@ LAYERS = (
     RUN_DRIVERS,
     ("report",),
     ("drivers",),
-    ("cli", "cli_docs", "cli_options", "testing", "pytest_plugin", ""),  # "": the package itself, the public API
+    ("cli", "command", "cli_docs", "cli_options", "testing", "pytest_plugin", ""),  # "": the
+    # package itself, the public API; "command": each driver's command.py
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
 DRIVERS = ("doctor", *RUN_DRIVERS)  # they and report know nothing of each other:
@@ -30,8 +31,11 @@ DRIVERS = ("doctor", *RUN_DRIVERS)  # they and report know nothing of each other
 
 
 def part(module: str) -> str:
-    """``ctcbench.compare.run`` -> ``compare``; ``ctcbench`` -> ``""``."""
+    """``ctcbench.compare.run`` -> ``compare``; ``ctcbench`` -> ``""``; a driver's
+    ``ctcbench.compare.command`` -> ``command``, of the command line's layer."""
     names = module.split(".")
+    if len(names) == 3 and names[1] in RUN_DRIVERS and names[2] == "command":
+        return "command"
     return names[1] if len(names) > 1 else ""
 
 

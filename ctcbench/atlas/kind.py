@@ -4,4 +4,4 @@ from ctcbench.runs.kinds import RunKind
 
 KIND = RunKind("atlas", row_format=1, key=("id",), floats=(),
                exports=("rows.json", "compare/", "report.html"),
-               template="atlas.html.j2", context="ctcbench.atlas.page:context")
+               context="ctcbench.atlas.page:context")

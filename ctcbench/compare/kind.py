@@ -7,4 +7,4 @@ NUMBERS = ("loss", "expected_loss", "abs_err", "rel_err", "grad_err", "ref_loss_
 
 KIND = RunKind("compare", row_format=1, key=KEY, floats=NUMBERS,
                exports=("rows.csv", "rows.json", "margins.png", "report.html"),
-               template="compare.html.j2", context="ctcbench.compare.page:context")
+               context="ctcbench.compare.page:context")

@@ -8,4 +8,4 @@ SUMMARY_FLOATS = ("final_cer", "final_seq_acc", "final_test_loss", "final_blank_
 KIND = RunKind("convergence", row_format=1, key=("run",), floats=SUMMARY_FLOATS,
                exports=("summary.csv", "summary.json", "curves.csv", "optimizers.csv",
                         "convergence.png", "runs/", "report.html"),
-               template="convergence.html.j2", context="ctcbench.convergence.page:context")
+               context="ctcbench.convergence.page:context")

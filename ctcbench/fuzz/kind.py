@@ -4,4 +4,4 @@ from ctcbench.runs.kinds import RunKind
 
 KIND = RunKind("fuzz", row_format=1, key=("search",), floats=("seconds", "budget_s"),
                exports=("cases/", "hypothesis/", "report.html"),
-               template="fuzz.html.j2", context="ctcbench.fuzz.page:context")
+               context="ctcbench.fuzz.page:context")

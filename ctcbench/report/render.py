@@ -1,6 +1,8 @@
 """One self-contained HTML page (inline CSS, inline plots, no network) from the contexts of one
-or more runs, with Jinja2 templates (autoescaped). Which template and context a run folder gets
-is its kind's (``ctcbench.drivers``); this module knows no driver."""
+or more runs, with Jinja2 templates (autoescaped): the page's frame in ``templates/``, each
+run's own template by its path below ``ctcbench/`` (a driver keeps its ``page.html.j2`` beside
+its code). Which template and context a run folder gets is its kind's (``ctcbench.drivers``);
+this module knows no driver."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -12,7 +14,8 @@ from ctcbench.formatting import FILTERS
 
 def environment():
     import jinja2
-    env = jinja2.Environment(loader=jinja2.PackageLoader("ctcbench.report", "templates"),
+    here = Path(__file__).resolve().parent
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([here / "templates", here.parent]),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(FILTERS)
     return env

@@ -16,9 +16,10 @@ class RunKind:
 
     ``key``: the columns that name one row (a resumed run redoes no key it holds);
     ``floats``: columns whose ``"inf"``/``"nan"`` strings are floats again when read;
-    ``exports``: the files the driver writes beside ``rows.jsonl``; ``template``: its page in
-    ``ctcbench/report/templates``; ``context``: ``"module:function"`` that reads a folder of
-    this kind into the template's context, ``function(run_dir, meta, link_base) -> dict``.
+    ``exports``: the files the driver writes beside ``rows.jsonl``; ``context``:
+    ``"module:function"`` that reads a folder of this kind into the context of its page's
+    template, ``ctcbench/<name>/page.html.j2`` (``template``), ``function(run_dir, meta,
+    link_base) -> dict``.
     """
 
     name: str
@@ -26,8 +27,12 @@ class RunKind:
     key: tuple[str, ...]
     floats: tuple[str, ...] = ()
     exports: tuple[str, ...] = ()
-    template: str = ""
     context: str = ""
+
+    @property
+    def template(self) -> str:
+        """The page's template, beside the driver's code (the renderer looks in ``ctcbench/``)."""
+        return f"{self.name}/page.html.j2"
 
     def page_context(self, run_dir: Path, meta: dict, link_base: Path) -> dict:
         module, _, function = self.context.partition(":")

@@ -1,0 +1,45 @@
+"""``ctcbench bench``: the command over ``ctcbench.bench.run.bench``."""
+from __future__ import annotations
+
+import click
+
+from ctcbench.bench.config import bench_settings
+from ctcbench.cli_options import format_option, function_options, list_option, out_options, with_functions
+from ctcbench.drivers import finish_run
+from ctcbench.settings import SettingsCommand, command_line_settings
+
+
+@click.command(cls=SettingsCommand, settings=bench_settings)  # options made on first use
+@list_option("--backend", "backend_names", metavar="NAME",
+             help="Backends to time (repeatable); default every registered one. "
+                  "torch is always timed too, as the reference for ratios.")
+@function_options("Time", known_issues=False)
+@format_option("table", "json", "csv")
+@out_options("bench")
+@click.option("--baseline", type=click.Path(exists=True), default=None,
+              help="A saved bench run (folder, rows.jsonl, bench.json or bench.csv).")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="METRIC:PCT",
+              help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
+                   "over the baseline, e.g. time:20%.")
+@click.pass_context
+def bench(ctx, backend_names, functions, convention, device, fmt, out, resume, baseline,
+          fail_on, **_settings):
+    """Time forward+backward and peak memory of every backend over a size grid."""
+    from ctcbench.bench.run import bench as run_bench, format_table, records
+    from ctcbench.files import to_json
+    backend_names = with_functions(backend_names, functions, convention, device)
+    result = run_bench(backends=backend_names, out=out, resume=resume, baseline=baseline,
+                       fail_on=fail_on, **command_line_settings(ctx, bench_settings()))
+    finish_run(result)
+    rows = records(result.rows)
+    if fmt == "json":
+        click.echo(to_json(rows, indent=2))
+    elif fmt == "csv":
+        click.echo((result.run_dir / "bench.csv").read_text(), nl=False)
+    else:
+        click.echo(format_table(rows))
+    if result.summary["regressions"]:
+        raise click.ClickException("\n".join(result.summary["regressions"]))
+
+
+COMMANDS = (bench,)

@@ -1,0 +1,53 @@
+"""``ctcbench compare``: the command over ``ctcbench.compare.run.compare``."""
+from __future__ import annotations
+
+import click
+
+from ctcbench.cli_options import (baseline_options, case_dirs_option, format_option,
+                                  function_options, list_option, out_options)
+from ctcbench.cli_types import OneOf
+from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.drivers import finish_run
+
+
+@click.command("compare")
+@list_option("--backend", "backends", metavar="NAME",
+             help="Backends to check (repeatable); default every registered backend.")
+@function_options("Check")
+@click.option("--case", "case_globs", multiple=True, metavar="GLOB",
+              help="Case name or glob, also family/name (repeatable); default all.")
+@click.option("--dtype", "dtypes", multiple=True,
+              type=OneOf(FLOAT_DTYPES),
+              help="Only these dtypes (repeatable); default each case's own list.")
+@case_dirs_option("use")
+@out_options("compare")
+@click.option("--plot/--no-plot", default=True, show_default=True,
+              help="Save margins.png (error / tolerance per case and backend) in the run folder.")
+@baseline_options
+@format_option("table", "json", "csv")
+def compare_cmd(backends, functions, convention, device, known_issues, case_globs, dtypes,
+                case_dirs, out, resume, plot, save_baseline, baseline, max_change, fmt):
+    """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
+    from ctcbench.compare.run import compare
+    from ctcbench.compare.table import df_records, format_table, nothing_checked, to_csv
+    from ctcbench.files import to_json
+    result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
+                     case_dirs=case_dirs or None, out=out, resume=resume, plot=plot,
+                     functions=functions, convention=convention, device=device,
+                     known_issues=known_issues, save_baseline=save_baseline,
+                     baseline=baseline, max_change=max_change)
+    finish_run(result, named=fmt == "table")  # the table's last line names the folder
+    summary = result.summary
+    if fmt == "json":
+        click.echo(to_json({"summary": summary, "rows": df_records(result.rows)}, indent=1))
+    elif fmt == "csv":
+        click.echo(to_csv(result.rows), nl=False)
+    else:
+        click.echo(format_table(result.rows, run_dir=result.run_dir, summary=summary))
+    if nothing_checked(summary):  # a gate must not pass on nothing
+        raise click.ClickException(nothing_checked(summary))
+    if summary["failed"]:
+        raise SystemExit(1)
+
+
+COMMANDS = (compare_cmd,)

@@ -1,0 +1,41 @@
+"""``ctcbench datasheet``: the command over ``ctcbench.datasheet.run.datasheet``."""
+from __future__ import annotations
+
+import click
+
+from ctcbench.cli_options import format_option, function_options, list_option, out_options, with_functions
+from ctcbench.datasheet.config import datasheet_settings
+from ctcbench.drivers import finish_run
+from ctcbench.settings import SettingsCommand, command_line_settings
+
+
+@click.command(cls=SettingsCommand, settings=datasheet_settings)  # options made on first use
+@list_option("--backend", "backend_names", metavar="NAME",
+             help="Backends to describe (repeatable).")
+@function_options("Describe", known_issues=False)
+@click.option("--all", "all_backends", is_flag=True,
+              help="Every registered backend, side by side (those that cannot run here are "
+                   "listed as skipped).")
+@out_options("datasheet")
+@format_option("table", "json")
+@click.pass_context
+def datasheet(ctx, backend_names, functions, convention, device, all_backends, out, resume, fmt,
+              **_settings):
+    """One page per CTC implementation: its limits, worst precision, bad input, speed."""
+    from ctcbench.datasheet.run import datasheet as run_datasheet
+    from ctcbench.datasheet.sheet import text
+    from ctcbench.drivers import write_backend_pages
+    from ctcbench.files import read_text
+    backend_names = with_functions(backend_names, functions, convention, device) or []
+    result = run_datasheet(backend_names, all_backends=all_backends, out=out, resume=resume,
+                           **command_line_settings(ctx, datasheet_settings()))
+    result.files += write_backend_pages(result.run_dir)  # before report.html, which links them
+    finish_run(result)
+    if fmt == "json":
+        click.echo(read_text(result.run_dir / "datasheet.json", "datasheet.json"), nl=False)
+        return
+    click.echo(text(result.summary["sheets"]))
+
+
+
+COMMANDS = (datasheet,)
