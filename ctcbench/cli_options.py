@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ctcbench.cli_types import Number, OneOf
+from ctcbench.cli_types import OneOf
 from ctcbench.settings import list_callback
 
 
@@ -69,11 +69,8 @@ def function_options(verb: str, *, known_issues: bool = True):
 
 
 def baseline_options(fn):
-    """compare's ``--save-baseline``, ``--baseline`` and ``--max-change``
-    (``ctcbench.compare.baseline``)."""
-    fn = click.option("--max-change", type=Number(float, min=0), default=0.0, show_default=True,
-                      help="The most a number may move from --baseline: |new - old| / "
-                           "max(|old|, 1).")(fn)
+    """compare's ``--save-baseline`` and ``--baseline`` (``ctcbench.compare.baseline``; its
+    ``--max-change`` is a setting, ``ctcbench.compare.config``)."""
     fn = click.option("--baseline", type=click.Path(dir_okay=False), default=None,
                       metavar="FILE.json", help="Also fail where a row's numbers moved from "
                       "this --save-baseline file by more than --max-change, even within the "

@@ -128,7 +128,7 @@ def _rows(session, target: str) -> dict:
         result = compare(None, sorted({i.case for i in items}),
                          sorted({i.dtype for i in items}), functions=[target],
                          convention=_option(config, "convention"),
-                         known_issues=_option(config, "known-issues"), progress=False,
+                         known_issues=_option(config, "known-issues"), progress=False, plot=False,
                          out=tempfile.mkdtemp(prefix="ctcbench-pytest-"))
         cache[target] = {(r["case"], r["dtype"]): r for r in result.rows.to_dict("records")
                          if r["backend"] == target}

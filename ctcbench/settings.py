@@ -6,8 +6,8 @@ is the commands' help).
 A setting's key is its field name, dotted below nested dataclasses (``model.channels``). Its
 option is ``--field-name`` unless the field names another. A field typed ``tuple[str, ...]``
 takes a list (``--stages a,b`` or ``--stages a --stages b``); ``int | None`` may be left unset.
-Convergence (``ctcbench.convergence.config``) and the datasheet (``ctcbench.datasheet.config``)
-declare theirs here.
+Each driver with settings declares them in its ``config.py`` (convergence's in the modules of
+its run's parts, ``ctcbench.convergence.config`` reads them back).
 """
 from __future__ import annotations
 

@@ -76,7 +76,8 @@ def assert_ctc_conformant(fn, *, cases=None, dtypes=None, convention: str | None
     out = out or tempfile.mkdtemp(prefix="ctcbench-")
     result = compare(None, list(cases) if cases else None, list(dtypes) if dtypes else None,
                      functions=[target], convention=convention, device=device,
-                     known_issues=known_issues, out=f"{out}/compare", progress=False)
+                     known_issues=known_issues, out=f"{out}/compare", progress=False,
+                     plot=False)
     rows = [r for r in result.rows.to_dict("records")
             if r["backend"] == target and r["status"] in FAILING]
     config = (read_meta(result.run_dir) or {}).get("config") or {}

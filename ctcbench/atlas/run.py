@@ -64,7 +64,7 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> Run
             sub = run.run_dir / "compare" / name
             result = compare([name], sorted({e.case for e in group}),
                              sorted({e.dtype for e in group}), out=sub,
-                             resume=sub.exists(), progress=False)
+                             resume=sub.exists(), progress=False, plot=False)
             for r in result.rows.to_dict("records"):
                 found[r["backend"], r["case"], r["dtype"]] = r
                 if r["case"] == "*":  # the backend cannot run here

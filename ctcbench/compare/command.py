@@ -6,11 +6,13 @@ import click
 from ctcbench.cli_options import (baseline_options, case_dirs_option, format_option,
                                   function_options, list_option, out_options)
 from ctcbench.cli_types import OneOf
+from ctcbench.compare.config import compare_settings
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.drivers import finish_run
+from ctcbench.settings import SettingsCommand, command_line_settings
 
 
-@click.command("compare")
+@click.command("compare", cls=SettingsCommand, settings=compare_settings)  # made on first use
 @list_option("--backend", "backends", metavar="NAME",
              help="Backends to check (repeatable); default every registered backend.")
 @function_options("Check")
@@ -21,21 +23,20 @@ from ctcbench.drivers import finish_run
               help="Only these dtypes (repeatable); default each case's own list.")
 @case_dirs_option("use")
 @out_options("compare")
-@click.option("--plot/--no-plot", default=True, show_default=True,
-              help="Save margins.png (error / tolerance per case and backend) in the run folder.")
 @baseline_options
 @format_option("table", "json", "csv")
-def compare_cmd(backends, functions, convention, device, known_issues, case_globs, dtypes,
-                case_dirs, out, resume, plot, save_baseline, baseline, max_change, fmt):
+@click.pass_context
+def compare_cmd(ctx, backends, functions, convention, device, known_issues, case_globs, dtypes,
+                case_dirs, out, resume, save_baseline, baseline, fmt, **_settings):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
     from ctcbench.compare.run import compare
     from ctcbench.compare.table import df_records, format_table, nothing_checked, to_csv
     from ctcbench.files import to_json
     result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
-                     case_dirs=case_dirs or None, out=out, resume=resume, plot=plot,
+                     case_dirs=case_dirs or None, out=out, resume=resume,
                      functions=functions, convention=convention, device=device,
                      known_issues=known_issues, save_baseline=save_baseline,
-                     baseline=baseline, max_change=max_change)
+                     baseline=baseline, **command_line_settings(ctx, compare_settings()))
     finish_run(result, named=fmt == "table")  # the table's last line names the folder
     summary = result.summary
     if fmt == "json":

@@ -18,11 +18,12 @@ from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.compare.baseline import against_baseline, load_baseline
 from ctcbench.compare.baseline import save_baseline as write_baseline
 from ctcbench.compare.checks import RERUN, check, prepare_all
+from ctcbench.compare.config import CompareSettings
 from ctcbench.compare.kind import KEY, KIND
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
-from ctcbench.errors import expect, one_of
+from ctcbench.errors import one_of
 from ctcbench.progress import Progress
 from ctcbench.runtime.functions import add_functions
 from ctcbench.runtime.protocol import BackendUnavailable
@@ -30,15 +31,15 @@ from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_version
                                        check_backend_names, get_backend)
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.files import atomic_write, check_output_file, to_json
+from ctcbench.settings import from_options
 
 WARM_UP_SAID = 2.0  # seconds: a warm-up this slow is said on a line of its own, with its notes
 
 
 def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
-            resume: bool = False, progress: bool | None = None, plot: bool = False,
+            resume: bool = False, progress: bool | None = None,
             functions=(), convention: str | None = None, device: str = "cpu",
-            known_issues=None, save_baseline=None, baseline=None,
-            max_change: float = 0.0) -> RunResult:
+            known_issues=None, save_baseline=None, baseline=None, **options) -> RunResult:
     """Check backends on cases; one tidy row per (backend, case, dtype, device).
 
     Args:
@@ -52,7 +53,6 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         transient and run again (see ``ctcbench.runs.store.open_run``).
       progress: ``False`` for none; else a bar on a terminal, plain lines otherwise
         (ctcbench.progress).
-      plot: also save ``margins.png``, a heat map of error / tolerance (``compare.plot``).
       functions: ``"pkg.mod:name"`` CTC functions to check as backends of those names (with
         no ``backends``, only they are checked), in ``convention`` (default: read off each
         one's parameters) on ``device``: ``ctcbench.runtime.functions``; ``known_issues``,
@@ -60,6 +60,9 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       save_baseline: write every checked row's numbers to this file (``compare.baseline``);
       baseline: such a file: a row whose numbers moved by more than ``max_change`` from it
         fails the run (``summary["baseline"]``), even within the tolerances.
+      options: the fields of :class:`ctcbench.compare.config.CompareSettings`: ``plot``
+        (default True) also saves ``margins.png``, a heat map of error / tolerance
+        (``compare.plot``); ``max_change`` (default 0), as above.
     Returns:
       ``RunResult``: ``rows`` failures first, ``summary`` as ``summarize`` gives it,
       ``resumed`` the rows kept from the earlier run.
@@ -67,8 +70,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     check_out(KIND, out, resume=resume)  # before any work: a refused folder is one line
     one_of("dtype", dtypes or (), FLOAT_DTYPES)
     check_backend_names(backends or ())
-    expect(isinstance(max_change, (int, float)) and max_change >= 0, "max_change",
-           "a number >= 0", repr(max_change))
+    s = from_options(CompareSettings, options, "compare()")
     saved = load_baseline(baseline) if baseline is not None else None
     if save_baseline is not None:
         check_output_file(save_baseline, "save_baseline", "a baseline", (".json",))
@@ -98,7 +100,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         atomic_write(run.run_dir / "rows.csv", to_csv(df))
         atomic_write(run.run_dir / "rows.json", to_json(df_records(df), indent=1) + "\n")
         files = [run.run_dir / "rows.csv", run.run_dir / "rows.json"]
-        if plot and (df["case"] != "*").any():
+        if s.plot and (df["case"] != "*").any():
             from ctcbench.compare.plot import plot_margins
             files.append(plot_margins(df, run.run_dir / "margins.png"))
         summary = summarize(df, run.run_dir)
@@ -108,7 +110,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
                                    backend_versions=backend_versions(ready))
             summary["baseline_saved"] = f"saved {count} rows' numbers to {save_baseline}"
         if saved is not None:
-            moved, said = against_baseline(raw, saved, max_change)
+            moved, said = against_baseline(raw, saved, s.max_change)
             summary["baseline"] = {"moved": moved, "compared": said}
             summary["failed"] = bool(summary["failed"] or moved)
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept), files=files)
