@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from ctcbench.testing import FAILING, command, describe
+from ctcbench.runtime.status import FAILING, Status
+from ctcbench.testing import command, describe
 
 OPTIONS = {  # --ctcbench-NAME: (what it takes, help)
     "function": ("PKG.MOD:NAME", "your CTC function: the case library as tests (repeatable)"),
@@ -98,9 +99,9 @@ class CaseItem(pytest.Item):
         convention = _option(self.config, "convention")
         if row is None:
             pytest.skip(f"not run: {command(self.parent.name, self.case, self.dtype)}")
-        if row["status"] == "known":
+        if row["status"] == Status.KNOWN:
             pytest.xfail(row.get("reason") or "known issue")
-        if row["status"] in ("unsupported", "skipped"):
+        if row["status"] in (Status.UNSUPPORTED, Status.SKIPPED):
             pytest.skip(row.get("reason") or row["status"])
         if row["status"] in FAILING:
             raise CaseFailure(describe(row, convention))

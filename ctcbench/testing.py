@@ -15,8 +15,8 @@ import tempfile
 
 from ctcbench.errors import fail
 from ctcbench.runs.kinds import read_meta
+from ctcbench.runtime.status import FAILING
 
-FAILING = ("mismatch", "crashed", "timeout", "error")  # compare's failing statuses
 
 
 def target_of(fn) -> str:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ctcbench
+from ctcbench.runtime.status import Status
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -116,7 +117,7 @@ NOT_RUN = {"doctor": "reads the reader's own file", "predict": "reads a checkpoi
 PLUGINS = {"merges-repeats": "wrong_backends:MergesRepeats",  # the docs' plugins: the tests' own
            "segv-always": "misbehaving_backends:SegfaultAlways"}
 KEY_COLUMNS = {"backends": 1, "cases": 3, "compare": 4, "bench": 6}  # the columns a row must repeat
-STATUSES = ("ok", "mismatch", "error", "crashed", "timeout", "known", "unsupported", "skipped")
+STATUSES = tuple(Status)  # a compare row's status, the first column of its table
 IN_PROCESS = ("numpy", "numba")  # what bench times when the example times every backend
 
 
@@ -256,7 +257,7 @@ def test_example_output_matches_the_command(ex, tmp_path, register_backends):
 
 def test_the_case_counts_and_atlas_outcomes_the_readme_gives_are_true():
     """The library's size and split, and the atlas's outcome names, as the README says them."""
-    from ctcbench.atlas.run import STATUSES
+    from ctcbench.atlas.run import Outcome
     from ctcbench.caselib.library import load_cases
     text = README.read_text()
     total, own, ported = map(int, re.search(
@@ -268,7 +269,7 @@ def test_the_case_counts_and_atlas_outcomes_the_readme_gives_are_true():
     from_peers = [c for c in cases if c.family in families.values()]
     assert (total, own, ported) == (len(cases), len(cases) - len(from_peers), len(from_peers))
     atlas = text[text.index("**`ctcbench atlas`**"):text.index("**`ctcbench datasheet`**")]
-    assert re.findall(r"`([a-z ]+)`(?:\s\(|,|\sor)", atlas) == list(STATUSES)
+    assert re.findall(r"`([a-z ]+)`(?:\s\(|,|\sor)", atlas) == list(Outcome)
 
 
 def test_the_long_tests_the_readme_command_leaves_out_exist_and_ci_runs_them():

@@ -9,35 +9,47 @@ is *not tried*: ``gpu only`` or ``no case``.
 """
 from __future__ import annotations
 
+from enum import StrEnum
+
 import pandas as pd
 
 from ctcbench.atlas.kind import KIND
 from ctcbench.caselib.known import load_atlas
-from ctcbench.compare.checks import FAILING
 from ctcbench.compare.run import compare
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.runtime.status import FAILING, Status
 
-STATUSES = ("reproduces", "fixed", "cannot try", "gpu only", "no case")
-_FAILED = ("known", *FAILING)  # compare's rows that show the bug: failing, or failing as known
+
+
+class Outcome(StrEnum):
+    """An atlas row's ``status``: what trying the entry here showed."""
+
+    REPRODUCES = "reproduces"
+    FIXED = "fixed"
+    CANNOT_TRY = "cannot try"
+    GPU_ONLY = "gpu only"
+    NO_CASE = "no case"
+
+_FAILED = (Status.KNOWN, *FAILING)  # compare's rows that show the bug: failing, or failing as known
 
 
 def _status(row: dict | None) -> tuple[str, str]:
     """An entry's status and reason from its compare row."""
     if row is None:
-        return "cannot try", "compare wrote no row for it"
+        return Outcome.CANNOT_TRY, "compare wrote no row for it"
     if row["status"] in _FAILED:
-        return "reproduces", f"{row['status']}: {row.get('reason') or ''}".strip()
-    if row["status"] == "ok":
-        return "fixed", "the compare row is ok"
-    return "cannot try", f"{row['status']}: {row.get('reason') or ''}".strip()
+        return Outcome.REPRODUCES, f"{row['status']}: {row.get('reason') or ''}".strip()
+    if row["status"] == Status.OK:
+        return Outcome.FIXED, "the compare row is ok"
+    return Outcome.CANNOT_TRY, f"{row['status']}: {row.get('reason') or ''}".strip()
 
 
 def _untried(entry) -> dict:
     if entry.device == "gpu":
-        return {"status": "gpu only", "reason": "a CUDA/cuDNN path that no case of the "
+        return {"status": Outcome.GPU_ONLY, "reason": "a CUDA/cuDNN path that no case of the "
                 "library reaches"}
-    return {"status": "no case", "reason": "no case of the library shows it"}
+    return {"status": Outcome.NO_CASE, "reason": "no case of the library shows it"}
 
 
 def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> RunResult:
@@ -79,7 +91,7 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> Run
             if not e.tryable:
                 row.update(_untried(e))
             elif backends and e.backend not in backends:
-                row.update(status="cannot try", reason="not asked for (--backend)")
+                row.update(status=Outcome.CANNOT_TRY, reason="not asked for (--backend)")
             else:
                 status, reason = _status(found.get((e.backend, e.case, e.dtype)))
                 row.update(status=status, reason=reason)
@@ -89,7 +101,7 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> Run
         all_rows = sorted(kept + rows, key=lambda r: order.get(r.get("id"), len(order)))
         df = pd.DataFrame(all_rows)
         atomic_write(run.run_dir / "rows.json", to_json(all_rows, indent=1) + "\n")
-    summary = {s: sum(r.get("status") == s for r in all_rows) for s in STATUSES}
+    summary = {s: sum(r.get("status") == s for r in all_rows) for s in Outcome}
     summary["entries"] = len(all_rows)
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept),
                      files=[run.run_dir / "rows.json"])

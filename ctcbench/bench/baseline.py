@@ -12,6 +12,7 @@ from ctcbench.bench.kind import KEY
 from ctcbench.errors import fail
 from ctcbench.runs.store import RowLog
 from ctcbench.files import read_text
+from ctcbench.runtime.status import Status
 
 # metric name on the command line -> row field, unit for messages
 METRICS = {"time": ("time_median_s", "s"), "ratio": ("ratio_to_torch", "x torch"),
@@ -78,7 +79,7 @@ def check_gated(rows: list[dict], fail_on, source) -> None:
     """Every ``ok`` baseline row holds a positive number for each ``fail_on`` metric, else
     ValueError naming the row: a gate that compares nothing must fail, and before any timing."""
     for i, row in enumerate(rows):
-        if row.get("status", "ok") != "ok":
+        if row.get("status", Status.OK) != Status.OK:
             continue
         for rule in fail_on:
             field, _ = METRICS[rule.metric]
@@ -112,15 +113,15 @@ def compare(rows: list[dict], baseline: list[dict], fail_on=()) -> list[str]:
         if old is None:
             continue
         matched += 1
-        if row.get("status") == "ok":  # a rule that can compare nothing here fails
+        if row.get("status") == Status.OK:  # a rule that can compare nothing here fails
             for rule in fail_on:
                 field, _ = METRICS[rule.metric]
                 for which, value in (("the baseline", old.get(field)), ("this run", row.get(field))):
                     if (_number(value) or 0) <= 0:
                         messages.append(f"fail-on {rule}: expected a positive number in {field} "
                                         f"of {which} for {_where(row)}, got {value!r}")
-        if row.get("status") != "ok":  # a backend that stopped working is the worst regression
-            if fail_on and old.get("status") == "ok" and row.get("status") != "skipped":
+        if row.get("status") != Status.OK:  # a backend that stopped working is the worst regression
+            if fail_on and old.get("status") == Status.OK and row.get("status") != Status.SKIPPED:
                 messages.append(
                     f"{row['status']}: {row['backend']} at T={row['T']} N={row['N']} "
                     f"C={row['C']} L={row['L']} {row['dtype']} was ok in the baseline "

@@ -11,6 +11,7 @@ from ctcbench.bench.kind import KEY
 from ctcbench.formatting import number
 from ctcbench.plotting import plain_log, png_uri, pyplot
 from ctcbench.runs.store import RowLog
+from ctcbench.runtime.status import Status
 
 SIZE = ("T", "N", "C", "L")
 FIELDS = ("backend", *SIZE, "cells", "dtype", "status", "reason", "time_median_s", "time_min_s",
@@ -34,14 +35,14 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     """The bench page of ``run_dir``."""
     rows = bench_rows(run_dir)
     config = meta.get("config", {})
-    skipped = [r for r in rows if r.get("status") == "skipped"]
+    skipped = [r for r in rows if r.get("status") == Status.SKIPPED]
     skipped = list({r["backend"]: r for r in skipped}.values())  # once per backend
-    shown = [r for r in rows if r.get("status") != "skipped"]
+    shown = [r for r in rows if r.get("status") != Status.SKIPPED]
     threads = {k: config[k] for k in ("threads", "torch_threads", "numpy_blas_threads")
                if k in config}
     backends = list(dict.fromkeys(r["backend"] for r in rows))
     return {"rows": shown, "skipped": skipped,
-            "all_ok": all(r.get("status") == "ok" for r in shown), "backends": backends,
+            "all_ok": all(r.get("status") == Status.OK for r in shown), "backends": backends,
             "scaling": bench_scaling(shown), "threads": threads,
             "settings": {k: config[k] for k in ("grid", "repeat", "warmup", "dtype", "baseline",
                                                 "reference")  # "reference": older runs' name
@@ -53,11 +54,11 @@ def before_after(before: list[dict], after: list[dict]) -> list[dict]:
     ratios of time and peak memory (> 1: slower / more memory after)."""
     def key(r):
         return (r.get("backend"), *(r.get(k) for k in SIZE), r.get("dtype"))
-    old = {key(r): r for r in before if r.get("status") == "ok"}
+    old = {key(r): r for r in before if r.get("status") == Status.OK}
     out = []
     for r in after:
         o = old.get(key(r))
-        if o is None or r.get("status") != "ok":
+        if o is None or r.get("status") != Status.OK:
             continue
         t0, t1 = number(o.get("time_median_s")), number(r.get("time_median_s"))
         m0, m1 = number(o.get("peak_rss_mb")), number(r.get("peak_rss_mb"))
@@ -78,7 +79,7 @@ def bench_scaling(rows: list[dict]) -> str | None:
 def bench_scaling_figure(rows: list[dict]):
     """Two log-log panels against DP cells T·N·S: median time per call and ns per cell, one
     line per backend (min-max bars on time). None when no row has a time."""
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("time_median_s") is not None]
+    ok = [r for r in rows if r.get("status") == Status.OK and r.get("time_median_s") is not None]
     if not ok:
         return None
     plt = pyplot()

@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 
 from ctcbench.plotting import plain_log, pyplot
+from ctcbench.runtime.status import Status
 
 DPI = 110
 
 
 def _ok(rows):
-    return [r for r in rows if r.get("status") == "ok" and r.get("time_median_s") is not None]
+    return [r for r in rows if r.get("status") == Status.OK and r.get("time_median_s") is not None]
 
 
 def _by_backend(rows) -> dict[str, list[dict]]:

@@ -20,9 +20,9 @@ from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.measure import BASELINE, measure_size, resolve_backends, set_threads
 from ctcbench.runtime.sizes import load_grid
 from ctcbench.settings import from_options
+from ctcbench.runtime.status import Status
 
 FAILED = ("error", "crashed", "timeout")
-STATUSES = ("ok", "error", "crashed", "timeout", "unsupported", "skipped")
 
 
 def records(df: pd.DataFrame) -> list[dict]:
@@ -115,7 +115,9 @@ def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on
         files = [run.run_dir / "bench.csv", run.run_dir / "bench.json"]
         if plot:
             files += bench_plots(rows, run.run_dir)
-    counts = {s: sum(r.get("status") == s for r in rows) for s in STATUSES}
+    counts = {s: sum(r.get("status") == s for r in rows)  # the statuses a timing row can have
+              for s in (Status.OK, Status.ERROR, Status.CRASHED, Status.TIMEOUT,
+                        Status.UNSUPPORTED, Status.SKIPPED)}
     summary = {"failed": bool(regressions), "regressions": regressions, "counts": counts,
                "resumed_sizes": resumed, "run_dir": str(run.run_dir)}
     return RunResult(run.run_dir, df, summary, run.environment, resumed=resumed, files=files)
@@ -131,15 +133,15 @@ def _ms(x) -> str:
 def format_table(rows: list[dict]) -> str:
     """A fixed-width table for people: one line per backend and size; backends skipped
     everywhere (cannot run here) are listed once below it."""
-    skipped = {r["backend"]: r.get("reason") for r in rows if r.get("status") == "skipped"}
-    rows = [r for r in rows if r.get("status") != "skipped"]
+    skipped = {r["backend"]: r.get("reason") for r in rows if r.get("status") == Status.SKIPPED}
+    rows = [r for r in rows if r.get("status") != Status.SKIPPED]
     has_base = any("change_time" in r for r in rows)
     head = ["backend", "threads", "T", "N", "C", "L", "cells", "median ms", "min-max ms",
             "ns/cell", "x torch [min-max]", "1st call ms", "run() ms", "round trip ms", "peak MiB"] + (
         ["vs baseline"] if has_base else []) + ["status"]
     lines = []
     for r in rows:
-        ok = r.get("status") == "ok"
+        ok = r.get("status") == Status.OK
         ratio = "" if r.get("ratio_to_torch") is None else (
             f"{r['ratio_to_torch']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]")
         peak = r.get("peak_rss_mb")

@@ -32,12 +32,8 @@ from ctcbench.compare.baseline import fingerprint
 from ctcbench.compare import extra
 from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem, run_takes
 from ctcbench.runtime.registry import REFERENCE
+from ctcbench.runtime.status import FAILING, Status
 
-STATUS_ORDER = ("mismatch", "crashed", "timeout", "error", "known", "unsupported", "skipped",
-                "ok")  # failures first
-FAILING = ("mismatch", "crashed", "timeout", "error")
-CHECKED = FAILING + ("known", "ok")  # rows where a backend really ran on a case
-RERUN = ("error", "crashed", "timeout")  # may be transient: ``resume`` runs them again
 COLUMNS = ("status", "backend", "case", "dtype", "device", "loss", "expected_loss", "abs_err",
            "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite",
            "margin", "time_s", "family", "oracle", "variants", "compute_dtype", "reason")
@@ -129,7 +125,7 @@ def check(backend, prep: Prepared, ref) -> dict:
     if row["status"] in FAILING:
         why = known_reason(backend, row["case"], row["dtype"])
         if why is not None:
-            return {**row, "status": "known",
+            return {**row, "status": Status.KNOWN,
                     "reason": f"known {row['status']}: {why} | {row.get('reason') or ''}"}
     return row
 
@@ -141,12 +137,12 @@ def _check(backend, prep: Prepared, ref) -> dict:
            "oracle": prep.answers[0].source, "variants": len(prep.variants)}
     dtypes = backend.traits.dtypes
     if dtypes is not None and prep.dtype not in dtypes:
-        return {**row, "status": "unsupported",
+        return {**row, "status": Status.UNSUPPORTED,
                 "reason": f"{backend.name} computes in {'/'.join(dtypes)}, not {prep.dtype}"}
     needs = sorted({k for v in prep.variants for k in v.run_kwargs})
     missing = [k for k in needs if not run_takes(backend.impl, k)]
     if missing:
-        return {**row, "status": "unsupported",
+        return {**row, "status": Status.UNSUPPORTED,
                 "reason": f"run() takes no {', '.join(missing)} (upstream gradient)"}
 
     is_reference = backend.name == REFERENCE
@@ -161,11 +157,11 @@ def _check(backend, prep: Prepared, ref) -> dict:
                 results.append(backend.run(problem, **v.run_kwargs))
                 elapsed += time.perf_counter() - start
     except UnsupportedProblem as exc:
-        return {**row, "status": "unsupported", "reason": str(exc)}
+        return {**row, "status": Status.UNSUPPORTED, "reason": str(exc)}
     except BackendFailure as exc:  # the worker died or hung; it restarts on the next case
         return {**row, "status": exc.status, "reason": str(exc)}
     except Exception as exc:
-        return {**row, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        return {**row, "status": Status.ERROR, "reason": f"{type(exc).__name__}: {exc}"}
 
     checks = Checks(tol)
     sel = extra.sample_mask(case.expect, len(results[0].loss))  # (N,) the checked samples
@@ -205,7 +201,7 @@ def _check(backend, prep: Prepared, ref) -> dict:
     if refs is None:
         checks.fail(f"reference {REFERENCE} failed: {prep.reference_error}")
     return {**row,
-            "status": "mismatch" if checks.failures else "ok",
+            "status": Status.MISMATCH if checks.failures else Status.OK,
             "loss": float(base.sum()), "expected_loss": float(want.sum()),
             "abs_err": checks.abs_err, "rel_err": checks.rel_err,
             # no oracle gradient (uniform, a published loss only): ref_grad_err is the check

@@ -26,6 +26,7 @@ from ctcbench.core.arrays import to_numpy
 from ctcbench.core.invariants import INVARIANT_TOL, broken_invariants, broken_loss_invariants
 from ctcbench.core.reduction import reduce_loss, reduction_weights
 from ctcbench.runtime.protocol import UnsupportedProblem
+from ctcbench.runtime.status import Status
 
 API = "input-check"  # the backend column of an expected-error row: no backend, the
 # problem's own validation refusing bad input
@@ -53,10 +54,10 @@ def check_error(case, dtype: str, raw) -> dict:
     except Exception as exc:
         names = [k.__name__ for k in type(exc).__mro__]
         if spec["type"] in names and re.search(spec.get("match", ""), str(exc)):
-            return {**row, "status": "ok", "reason": f"{type(exc).__name__}: {exc}"}
-        return {**row, "status": "mismatch",
+            return {**row, "status": Status.OK, "reason": f"{type(exc).__name__}: {exc}"}
+        return {**row, "status": Status.MISMATCH,
                 "reason": f"expected {want}, got {type(exc).__name__}: {exc}"}
-    return {**row, "status": "mismatch", "reason": f"expected {want}, got no error"}
+    return {**row, "status": Status.MISMATCH, "reason": f"expected {want}, got no error"}
 
 
 def check_reduction(checks, backend, prep, result, reference) -> None:

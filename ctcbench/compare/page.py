@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctcbench.compare.checks import FAILING, STATUS_ORDER
+from ctcbench.runtime.status import FAILING, ORDER
 from ctcbench.compare.kind import NUMBERS
 from ctcbench.compare.table import summarize, tidy
 from ctcbench.compare.plot import margins_figure
@@ -25,7 +25,7 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     df = tidy(_rows(run_dir))
     summary = summarize(df)
     records = df.to_dict(orient="records")  # None: does not apply; NaN: a NaN result
-    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
+    rank = {s: i for i, s in enumerate(ORDER)}
     config = meta.get("config", {})
     per_backend = [r for r in records if r["case"] == "*"]  # skipped / failed to load
     cells = [r for r in records if r["case"] != "*"]

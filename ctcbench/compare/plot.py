@@ -9,9 +9,10 @@ import pandas as pd
 
 from ctcbench.compare.table import df_records
 from ctcbench.plotting import DPI, pyplot
+from ctcbench.runtime.status import Status
 
-MARKS = {"mismatch": "×", "error": "E", "crashed": "C", "timeout": "T", "known": "k",
-         "unsupported": "u"}
+MARKS = {Status.MISMATCH: "×", Status.ERROR: "E", Status.CRASHED: "C", Status.TIMEOUT: "T",
+         Status.KNOWN: "k", Status.UNSUPPORTED: "u"}
 
 
 def margins_figure(rows: list[dict]):
@@ -30,7 +31,7 @@ def margins_figure(rows: list[dict]):
     for r in rows:
         i, j = cases.index(r["case"]), columns.index(f"{r['backend']}:{r['dtype']}")
         margin = r.get("margin")
-        if r["status"] in ("ok", "mismatch", "known") and margin is not None:
+        if r["status"] in (Status.OK, Status.MISMATCH, Status.KNOWN) and margin is not None:
             grid[i, j] = np.log10(max(float(margin), 1e-12)) if np.isfinite(margin) else 3.0
         if r["status"] in MARKS:
             ax.text(j, i, MARKS[r["status"]], ha="center", va="center", fontsize=9,

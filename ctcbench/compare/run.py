@@ -17,7 +17,7 @@ from ctcbench.caselib.known import load_known_issues
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.compare.baseline import against_baseline, load_baseline
 from ctcbench.compare.baseline import save_baseline as write_baseline
-from ctcbench.compare.checks import RERUN, check, prepare_all
+from ctcbench.compare.checks import check, prepare_all
 from ctcbench.compare.config import CompareSettings
 from ctcbench.compare.kind import KEY, KIND
 from ctcbench.compare.extra import API, check_error
@@ -30,6 +30,7 @@ from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,
                                        check_backend_names, get_backend)
 from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.runtime.status import TRANSIENT, Status
 from ctcbench.files import atomic_write, check_output_file, to_json
 from ctcbench.settings import from_options
 
@@ -104,7 +105,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             from ctcbench.compare.plot import plot_margins
             files.append(plot_margins(df, run.run_dir / "margins.png"))
         summary = summarize(df, run.run_dir)
-        raw = [r for r in run.rows() if r.get("status") in ("ok", "mismatch", "known")]
+        raw = [r for r in run.rows()
+               if r.get("status") in (Status.OK, Status.MISMATCH, Status.KNOWN)]
         if save_baseline is not None:
             count = write_baseline(raw, save_baseline,
                                    backend_versions=backend_versions(ready))
@@ -147,12 +149,12 @@ def _load(names) -> tuple[list, list[dict]]:
             ready.append(get_backend(name))
         except BackendUnavailable as exc:
             rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
-                         "status": "skipped", "reason": str(exc)})
+                         "status": Status.SKIPPED, "reason": str(exc)})
         except KeyError:
             raise
         except Exception as exc:
             rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
-                         "status": "error",
+                         "status": Status.ERROR,
                          "reason": f"failed to load: {type(exc).__name__}: {exc}"})
     return ready, rows
 
@@ -163,7 +165,7 @@ def _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar):
     rows wait in ``deferred`` while the others' run."""
     # skipped rows are redone every run (the backend may be available now), failures that
     # may be transient are run again; everything else is kept as it was.
-    kept = run.keep_rows(lambda r: r.get("status") not in ("skipped",) + RERUN)
+    kept = run.keep_rows(lambda r: r.get("status") not in (Status.SKIPPED, *TRANSIENT))
     done = {tuple(r.get(k) for k in KEY) for r in kept}
     ref = None
     try:

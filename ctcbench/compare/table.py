@@ -5,7 +5,8 @@ import math
 
 import pandas as pd
 
-from ctcbench.compare.checks import CHECKED, COLUMNS, FAILING, STATUS_ORDER
+from ctcbench.compare.checks import COLUMNS
+from ctcbench.runtime.status import CHECKED, FAILING, ORDER, Status
 from ctcbench.compare.extra import API
 from ctcbench.compare.kind import KEY
 
@@ -16,7 +17,7 @@ def tidy(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS),
                       dtype=object)
     df = df.drop_duplicates(subset=list(KEY), keep="last")
-    rank = df["status"].map({s: i for i, s in enumerate(STATUS_ORDER)})
+    rank = df["status"].map({s: i for i, s in enumerate(ORDER)})
     df = df.assign(_rank=rank).sort_values(["_rank", "backend", "case", "dtype"], kind="stable")
     return df.drop(columns="_rank").reset_index(drop=True)
 
@@ -36,7 +37,7 @@ def to_csv(df: pd.DataFrame) -> str:
 def summarize(df: pd.DataFrame, run_dir=None) -> dict:
     """Counts per status and the failing rows; ``failed`` is what a CI gate checks: true on
     any failing row, and when no row was checked at all (``checked`` is 0)."""
-    counts = {s: int((df["status"] == s).sum()) for s in STATUS_ORDER}
+    counts = {s: int((df["status"] == s).sum()) for s in ORDER}
     failing = df[df["status"].isin(FAILING)]
     checked = int((df["status"].isin(CHECKED) & (df["backend"] != API)).sum())  # the API's own
     # refusals of bad input are no check of a backend: a gate on them alone must not pass
@@ -79,7 +80,7 @@ def format_table(df: pd.DataFrame, *, run_dir=None, summary: dict | None = None,
             if key == "time_s" and v is not None and not (isinstance(v, float) and math.isnan(v)):
                 v = v * 1e3
             text = _fmt(v, spec) if spec != "s" else ("" if v is None else str(v))
-            if key == "reason" and len(text) > reason_width and r.get("status") != "skipped":
+            if key == "reason" and len(text) > reason_width and r.get("status") != Status.SKIPPED:
                 text = text[: reason_width - 3] + "..."  # a skip's install hint stays whole
             line.append(text)
         cells.append(line)
@@ -95,10 +96,10 @@ def format_table(df: pd.DataFrame, *, run_dir=None, summary: dict | None = None,
     # --save-baseline and --baseline found, said before the verdict they are part of
     lines += [line for line in [s.get("baseline_saved")] + baseline_lines(s) if line]
     checks = df["backend"] == API  # rows of no backend: the input validation's own checks
-    counts = ", ".join(f"{n} {k}" for k in STATUS_ORDER
+    counts = ", ".join(f"{n} {k}" for k in ORDER
                        if (n := int((df["status"][~checks] == k).sum())))
     if checks.any():
-        passed = int((df["status"][checks] == "ok").sum())
+        passed = int((df["status"][checks] == Status.OK).sum())
         counts += (", " if counts else "") + f"{passed} of {int(checks.sum())} input checks ok"
     verdict = "FAILED" if s["failed"] else "passed"
     tail = f"compare {verdict}: {counts or 'no rows'}"

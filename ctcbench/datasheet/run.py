@@ -34,6 +34,7 @@ from ctcbench.runtime.registry import (FAST_ORACLE, REFERENCE, backend_names,
                                        backend_versions, check_backend_names, get_backend)
 from ctcbench.runtime.sizes import DTYPES as SPEED_DTYPES, TARGET_SIZES
 from ctcbench.settings import from_options
+from ctcbench.runtime.status import Status
 
 # Seconds the stages outside --budget took per backend (torch and numba, 2-core Intel Xeon,
 # 2026-12-02: `ctcbench datasheet --backend torch,numba --budget 10`, docs/datasheet.md)
@@ -155,7 +156,7 @@ class _Sheet:
             self.backend = get_backend(self.name, isolated=True)
         except BackendUnavailable as exc:  # with --all; a named one was checked before
             if not self.has(None, "info", "backend"):
-                self.write({"stage": "info", "item": "backend", "status": "skipped",
+                self.write({"stage": "info", "item": "backend", "status": Status.SKIPPED,
                             "detail": str(exc)})
             return False
         b = self.backend
@@ -163,13 +164,13 @@ class _Sheet:
         self.main = [d for d in self.taken if d in (dtypes or ("float32",))] or self.taken[:1]
         if not self.taken:  # --dtype asked only for what it does not compute in
             if not self.has(None, "info", "backend"):
-                self.write({"stage": "info", "item": "backend", "status": "skipped",
+                self.write({"stage": "info", "item": "backend", "status": Status.SKIPPED,
                             "detail": f"takes none of --dtype {','.join(dtypes)} (it takes "
                                       f"{', '.join(b.traits.dtypes or ('none tried',))})"})
             b.close()
             return False
         if not self.has(None, "info", "backend"):
-            self.write({"stage": "info", "item": "backend", "status": "ok",
+            self.write({"stage": "info", "item": "backend", "status": Status.OK,
                         "device": b.traits.device, "dtypes": self.taken,
                         "nondeterministic": b.traits.nondeterministic,
                         "raw_ctc": b.traits.has_raw_ctc,

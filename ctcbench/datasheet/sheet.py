@@ -11,6 +11,7 @@ from ctcbench.datasheet.precision import CLIMBS
 from ctcbench.datasheet.robustness import verdict
 from ctcbench.files import atomic_write, to_json
 from ctcbench.formatting import sci, sig
+from ctcbench.runtime.status import Status
 
 PRECISION_LABELS = {"loss": "worst loss error", "loss_rel": "worst loss error / max(1, loss)",
                     "grad": "worst gradient error"}  # one per climb of the precision search
@@ -33,8 +34,9 @@ def sheets(rows: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for r in rows:
         name, dtype, stage = r.get("backend"), r.get("dtype"), r.get("stage")
-        s = out.setdefault(name, {"backend": name, "status": "ok", "limits": {}, "precision": {},
-                                  "robustness": [], "determinism": {}, "speed": {}})
+        s = out.setdefault(name, {"backend": name, "status": Status.OK, "limits": {},
+                                  "precision": {}, "robustness": [], "determinism": {},
+                                  "speed": {}})
         if stage == "info":
             s.update({k: v for k, v in r.items() if k not in ("stage", "item", "dtype")})
         elif stage == "limit":
@@ -131,7 +133,7 @@ def _speed_text(rows: list[dict], size: str) -> str:
     r = _row_for(rows, size)
     if r is None:
         return ""
-    if r["status"] != "ok":
+    if r["status"] != Status.OK:
         return r["status"]
     ratio = r.get("ratio_to_torch")
     return sig(r["ns_per_cell"]) + (f", {sig(ratio)}x" if ratio is not None else "")

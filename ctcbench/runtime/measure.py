@@ -31,6 +31,7 @@ from ctcbench.runtime.protocol import (BackendFailure, BackendUnavailable, Unsup
                                        as_result, kernel_call)
 from ctcbench.runtime.registry import backend_names, check_backend_names, get_backend
 from ctcbench.runtime.sizes import Size, make_problem
+from ctcbench.runtime.status import Status
 from ctcbench.runtime.threads import LIBRARY_ENVS, THREADS_ENV, use_threads
 from ctcbench.runtime.timing import CallTimes, time_calls, timed
 
@@ -182,7 +183,7 @@ def _size_fields(size: Size) -> dict:
 def _failure(exc: Exception) -> dict:
     """Status and reason for a backend that failed: ``crashed`` / ``timeout`` for an isolated
     worker that died or hung (``BackendFailure.status``), else ``error``."""
-    status = exc.status if isinstance(exc, BackendFailure) else "error"
+    status = exc.status if isinstance(exc, BackendFailure) else Status.ERROR
     return {"status": status, "reason": f"{type(exc).__name__}: {exc}"}
 
 
@@ -196,8 +197,8 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
     try:
         problem = make_problem(size, dtype=dtype, seed=seed)
     except MemoryError as exc:  # a size too large for this machine: say so, go on to the next
-        problem, no_problem = None, ("error", f"MemoryError: the {size.label} logits do not fit "
-                                              f"in memory ({exc})")
+        problem, no_problem = None, (Status.ERROR, f"MemoryError: the {size.label} logits do "
+                                                   f"not fit in memory ({exc})")
     rows, ready, number = {}, {}, {}
     for name, backend in backends.items():
         base = {"backend": name, "threads": threads, **_size_fields(size), "dtype": dtype,
@@ -211,12 +212,13 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
         try:
             start = timer.start(warmup)
         except UnsupportedProblem as exc:
-            rows[name] = {**base, "status": "unsupported", "reason": str(exc)}
+            rows[name] = {**base, "status": Status.UNSUPPORTED, "reason": str(exc)}
             continue
         except Exception as exc:  # a failing backend must not stop the others
             rows[name] = {**base, **_failure(exc)}
             continue
-        rows[name] = {**base, "status": "ok", "reason": None, "first_call_s": start.first_call_s}
+        rows[name] = {**base, "status": Status.OK, "reason": None,
+                      "first_call_s": start.first_call_s}
         ready[name], number[name] = timer, start.number
 
     times = {name: [] for name in ready}
@@ -266,7 +268,7 @@ def resolve_backends(names=()) -> dict:
         try:
             out[name] = get_backend(name)
         except BackendUnavailable as exc:
-            out[name] = ("skipped", str(exc))
+            out[name] = (Status.SKIPPED, str(exc))
         except Exception as exc:  # a broken plugin must not hide the others
-            out[name] = ("skipped", f"failed to load: {type(exc).__name__}: {exc}")
+            out[name] = (Status.SKIPPED, f"failed to load: {type(exc).__name__}: {exc}")
     return out

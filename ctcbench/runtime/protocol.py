@@ -20,6 +20,7 @@ import numpy as np
 
 from ctcbench.core.arrays import to_numpy
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.runtime.status import Status
 
 DEFAULT_TIMEOUT_S = 120.0  # per problem; the first problem of a shape may include a JIT compile
 DEFAULT_STARTUP_TIMEOUT_S = 300.0  # spawn + framework import
@@ -46,13 +47,13 @@ class BackendFailure(RuntimeError):
     the worker has been restarted when this is raised, so the run can go on.
     """
 
-    status = "failed"
+    status = Status.ERROR
 
 
 class BackendCrashed(BackendFailure):
     """The worker process died: ``signal`` (e.g. ``"SIGSEGV"``) or ``exitcode`` says how."""
 
-    status = "crashed"
+    status = Status.CRASHED
 
     def __init__(self, message: str, *, signal: str | None = None, exitcode: int | None = None):
         super().__init__(message)
@@ -63,7 +64,7 @@ class BackendCrashed(BackendFailure):
 class BackendTimeout(BackendFailure):
     """The worker did not answer within ``timeout_s`` seconds and was killed."""
 
-    status = "timeout"
+    status = Status.TIMEOUT
 
     def __init__(self, message: str, *, timeout_s: float):
         super().__init__(message)
