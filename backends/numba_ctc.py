@@ -70,9 +70,13 @@ def launch(kernel, args, loss, grad, path, threads: int) -> int:
             kernel(*args, loss, grad, path, chunk)
     pool = _helper_pool(threads - 1)
     helpers = [pool.submit(work) for _ in range(threads - 1)]
-    work()
+    try:
+        work()
+    finally:  # the helpers still write into loss and grad: wait for them, whatever happened
+        for helper in helpers:
+            helper.exception()
     for helper in helpers:
-        helper.result()
+        helper.result()  # a helper's error, raised here
     return threads
 
 

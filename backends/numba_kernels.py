@@ -66,7 +66,6 @@ SAFE_FLOOR32 = 1e-30
 BAIL_BELOW32 = 1e-16
 
 
-
 @njit(**JIT)
 def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     """Scaled forward-backward of sample ``n`` in rows of dtype ``dt`` (``np.float64``, or

@@ -27,7 +27,6 @@ from ctcbench.runtime.registry import get_backend
 from ctcbench.settings import from_options
 
 
-
 def _dtypes(backend, wanted=None) -> tuple[str, ...]:
     supported = backend.traits.dtypes or FUZZ_DTYPES
     return tuple(d for d in wanted or DEFAULT_DTYPES if d in supported)
