@@ -11,23 +11,11 @@ import numpy as np
 import pytest
 
 from ctcbench import BackendUnavailable, CTCProblem, get_backend
+from ctcbench.runtime.registry import BUILTIN_BACKENDS
 from ctcbench.runtime.worker import shutdown_workers
 
-# name -> (loss rel, grad abs) tolerance against float64 of float32 logits
-HOOKED = {
-    "torch": (1e-5, 2e-5),
-    "numba": (1e-9, 1e-9),
-    "optax": (1e-5, 2e-5),
-    "tf": (1e-5, 2e-5),
-    "tf-dense": (1e-5, 2e-5),
-    "tf-seq2seq": (1e-5, 2e-5),
-    "keras-tf": (1e-5, 2e-5),
-    "keras-jax": (1e-5, 2e-5),
-    "keras-torch": (1e-5, 2e-5),
-    "warpctc": (1e-5, 2e-5),
-    "mindspore": (1e-5, 2e-5),
-    "numpy": (0.0, 0.0),
-}
+FLOAT32 = (1e-5, 2e-5)  # (loss rel, grad abs): float32 logits computed in float32, vs float64
+FLOAT64 = {"numpy": (0.0, 0.0), "numba": (1e-9, 1e-9)}  # the built-ins that compute in float64
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # workers on one thread each
 
@@ -72,17 +60,19 @@ def backend_or_skip(name):
 
 
 @pytest.mark.parametrize("blank", [0, 4])
-@pytest.mark.parametrize("name", sorted(HOOKED))
+@pytest.mark.parametrize("name", sorted(BUILTIN_BACKENDS))
 def test_raw_ctc_matches_the_reference_on_valid_input(rng, name, blank):
     """loss (N,) and, where given, grad_logits (T, N, C) on valid frames equal the float64
     reference within float32 tolerance."""
     backend = backend_or_skip(name)
-    assert backend.traits.has_raw_ctc
+    if not backend.traits.has_raw_ctc:
+        pytest.skip(f"{name} has no raw_ctc hook (the datasheet's malformed-input stage "
+                    f"says 'not tested' for it)")
     arrays = valid_arrays(rng, blank=blank)
     want_loss, want_grad = reference(*arrays, blank)
     out = backend.raw_ctc(*arrays, blank=blank)
     assert out.outcome == "returned", f"{out.error_type}: {out.message}"
-    rel, atol = HOOKED[name]
+    rel, atol = FLOAT64.get(name, FLOAT32)
     np.testing.assert_allclose(out.loss.reshape(-1), want_loss, rtol=rel, atol=rel)
     if out.grad_logits is not None:
         assert out.grad_logits.shape == want_grad.shape
