@@ -16,6 +16,7 @@ blank plateau); ``info`` a convention worth knowing. Only errors make ``Report.o
 from __future__ import annotations
 
 from ctcbench.doctor.atlas_refs import cite_findings
+from ctcbench.doctor.axis_order import axis_order_finding, reorderings
 from ctcbench.doctor.causes import (check_argmax_outputs, check_half_precision,
                                     check_padded_frames, corrections)
 from ctcbench.doctor.findings import Code, Finding, Report, Trait, codes_with, rank
@@ -46,10 +47,30 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
     Raises ``ValueError`` ("name: expected X, got Y") for inputs that cannot be diagnosed.
     Usage in a training loop: ``print(ctcbench.diagnose(log_probs, targets=..., ...))``.
     """
-    inp, findings = prepare(log_probs, logits=logits, probs=probs, targets=targets,
-                            input_lengths=input_lengths, target_lengths=target_lengths,
-                            blank=blank, reduction=reduction, layout=layout)
-    found = _findings(inp)
+    kind, values = next((k, v) for k, v in (("log_probs", log_probs), ("logits", logits),
+                                             ("probs", probs)) if v is not None) \
+        if sum(v is not None for v in (log_probs, logits, probs)) == 1 else (None, None)
+
+    def read(x):
+        """The batch with ``x`` as the values: (Inputs, every finding)."""
+        inp, findings = prepare(**{kind or "log_probs": x}, targets=targets,
+                                input_lengths=input_lengths, target_lengths=target_lengths,
+                                blank=blank, reduction=reduction, layout=layout)
+        return inp, findings + _findings(inp)
+
+    try:
+        inp, findings = prepare(log_probs, logits=logits, probs=probs, targets=targets,
+                                input_lengths=input_lengths, target_lengths=target_lengths,
+                                blank=blank, reduction=reduction, layout=layout)
+        found = _findings(inp)
+    except ValueError as refused:  # no axis has the batch's size where the layout wants it
+        inp, findings, found = _reordered(kind, values, layout, input_lengths, read, [],
+                                          refusal=refused)
+    errors = {f.code for f in findings + found if f.severity == "error"}
+    past_the_end = inp.input_lengths.max() > inp.shape[0]  # time may be on another axis
+    if len(errors) >= 2 or (Code.LENGTH_MISMATCH in errors and past_the_end):
+        inp, findings, found = _reordered(kind, values, layout, input_lengths, read,
+                                          findings + found, inp=inp, given=(findings, found))
     fits = {f.code for f in found} & FIT_CODES
     for code, fixed, finding in corrections(inp) if fits else ():
         if _fit_codes(fixed):
@@ -64,10 +85,38 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
     summary = {"T": T, "N": N, "C": C, "L": L, "kind": inp.kind, "dtype": inp.dtype,
                "blank": inp.blank,
                "layout": f"{other_layout(inp.layout)} (not {inp.layout})" if inp.transposed
-               else inp.layout,
+               else f"{inp.given_axes} (not {inp.layout})" if inp.given_axes else inp.layout,
                "reduction": inp.reduction}
     cite_findings(findings)
     return Report(rank(findings), summary)
+
+
+def _reordered(kind, values, layout, input_lengths, read, before, *, inp=None, given=None,
+               refusal=None):
+    """``(inputs, findings, found)`` read in the one axis order that explains ``before`` (the
+    findings as given), with the cause first; as given when no order does (``refusal`` raised
+    again when the values could not be read at all)."""
+    from ctcbench.core.arrays import to_numpy
+    x = to_numpy(values, kind)[0] if kind is not None else None
+    if x is None or x.ndim != 3:
+        if refusal is not None:
+            raise refusal
+        return inp, *given
+    lengths = to_numpy(input_lengths, "input_lengths")[0].reshape(-1)
+    done = [(1, 0, 2)] if inp is not None and inp.transposed else []  # prepare's own swap
+    found = reorderings(x, layout, lengths, read, logits=kind == "logits", skip=done)
+    if not found:
+        if refusal is not None:
+            raise refusal
+        return inp, *given
+    best = found[0]
+    for f in best.errors:  # a normalisation finding's dims are those of the reordered values
+        f.message = f.message.rstrip(".") + f" (dims of the values after permute{best.perm})."
+    best.inputs.given_axes = best.axes_as_given(layout)
+    cause = axis_order_finding(kind, x.shape, layout, best,
+                               {f.code for f in before} - {f.code for f in best.found}
+                               - {Code.LAYOUT}, lengths)
+    return best.inputs, [cause], best.found
 
 
 def _fit_codes(inp: Inputs) -> set[str]:

@@ -42,6 +42,7 @@ class Code(StrEnum):
     LENGTH_MISMATCH = "length-mismatch", Trait.FIT
     HALF_PRECISION = "half-precision"
     SOFTMAX_AXIS = "softmax-axis"
+    SIGMOID_OUTPUTS = "sigmoid-outputs"
     NOT_NORMALIZED = "not-normalized"
     PROBABILITIES_NOT_LOG = "probabilities-not-log"
     ARGMAX_OUTPUTS = "argmax-outputs"

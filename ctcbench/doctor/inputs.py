@@ -38,6 +38,7 @@ class Inputs:
     layout: str
     reduction: str
     transposed: bool  # the layout check turned (N, T, C) into (T, N, C)
+    given_axes: str = ""  # the axes as given ("NCT") when the doctor read them in another order
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -169,7 +170,7 @@ def _layout_finding(kind, shape, layout, N, input_lengths) -> Finding:
         f"has size {shape[1 if layout == 'TNC' else 0]} but the batch has N = {N} samples "
         f"(len(input_lengths)).",
         {"shape": list(shape), "N": N, "expected_layout": layout,
-         "max_input_length": int(input_lengths.max())},
+         "max_input_length": int(input_lengths.max()), "permute": [1, 0, 2]},
         "torch's ctc_loss wants time-major log_probs: pass x.transpose(0, 1) (or build the "
         "model output as (T, N, C)); batch_first only applies to the RNN, not to the loss.")
 

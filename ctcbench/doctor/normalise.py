@@ -10,6 +10,7 @@ from ctcbench.doctor.inputs import Inputs
 from ctcbench.doctor.losses import reference_losses, usable_samples
 
 NORM_TOL = {"float16": 2e-2, "bfloat16": 2e-2}  # |logsumexp(frame)| allowed; else 1e-3
+MIN_SIGMOID_VALUES = 30  # logits all in (0, 1) are sigmoid outputs only when there are this many
 
 
 def _looks_like_probs(rows: np.ndarray, tol: float) -> bool:
@@ -44,7 +45,10 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
             lse = logsumexp(rows)
             looks_log = bool((np.abs(lse) < tol).all())
             what = "log-probabilities" if looks_log else "raw scores (logits)"
-            findings.append(axis or Finding(
+            sigmoid = None if axis else _sigmoid_finding(inp, rows)
+            if sigmoid:
+                lp = _from_sigmoid(x)
+            findings.append(axis or sigmoid or Finding(
                 Code.NOT_NORMALIZED, "error",
                 f"probs is not a probability distribution per frame: rows sum to "
                 f"{rows.sum(-1).min():.4g}..{rows.sum(-1).max():.4g} with values in "
@@ -55,8 +59,12 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
                 "or apply softmax(-1) first."))
     elif inp.kind == "logits":
         lp = log_softmax(x)
+        sigmoid = _sigmoid_finding(inp, rows)
         if _looks_like_probs(rows, tol) and C > 1:
             findings.append(_probs_finding(inp, rows, as_logits=True))
+        elif sigmoid and rows.size >= MIN_SIGMOID_VALUES:  # raw scores may lie in (0, 1)
+            findings.append(sigmoid)
+            lp = _from_sigmoid(x)
     else:  # log_probs
         lse = logsumexp(rows)  # (F,)
         if len(rows) and np.abs(lse).max() >= tol:
@@ -73,7 +81,10 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
                     if axis is not None:
                         axis.message += " They are probabilities, too, not log-probabilities."
                         axis.fix = "log_softmax(dim=-1), not softmax: " + axis.fix
-                findings.append(axis or _not_normalized_finding(inp, rows, lse, lp))
+                sigmoid = None if axis else _sigmoid_finding(inp, rows)
+                if sigmoid:
+                    lp = _from_sigmoid(x)
+                findings.append(axis or sigmoid or _not_normalized_finding(inp, rows, lse, lp))
         else:
             lp = x
     lp = np.where(ok[..., None], lp, uniform)
@@ -169,3 +180,35 @@ def _wrong_axis(inp: Inputs, p: np.ndarray, tol: float) -> Finding | None:
          "class_sum_min": rounded(class_sums.min()), "class_sum_max": rounded(class_sums.max())},
         f"take log_softmax over the class axis: log_softmax(dim=-1) (dim=2), not dim="
         f"{dims[name]}; the doctor diagnosed the rest after log_softmax over the classes.")
+
+
+def _sigmoid_finding(inp: Inputs, rows) -> Finding | None:
+    """rows ``(F, C)``, C >= 3: every value strictly inside (0, 1) while the rows do not sum
+    to 1 (checked by the caller): each class squashed on its own, not a softmax over them."""
+    C = inp.shape[2]
+    if C < 3 or not len(rows) or not ((rows > 0) & (rows < 1)).all():
+        return None
+    sums = rows.sum(-1)
+    return Finding(
+        Code.SIGMOID_OUTPUTS, "error",
+        f"{inp.kind} are sigmoid outputs, not a distribution over the classes: every value is "
+        f"inside (0, 1) ({rows.min():.4g}..{rows.max():.4g}) while a frame's {C} classes sum "
+        f"to {sums.min():.4g}..{sums.max():.4g}; each class was squashed on its own, so the loss "
+        "reads them as "
+        + {"log_probs": "log-probabilities above 0 and can go negative.",
+           "probs": "probabilities that are not one distribution.",
+           "logits": "scores within 1 of each other: nearly uniform frames, which stall "
+                     "training."}[inp.kind],
+        {"value_min": rounded(rows.min()), "value_max": rounded(rows.max()),
+         "row_sum_min": rounded(sums.min()), "row_sum_max": rounded(sums.max())},
+        "replace the model's final sigmoid with log_softmax(dim=-1) over the classes (CTC needs "
+        "one distribution per frame); the doctor diagnosed the rest from the scores before it "
+        "(log(p) - log(1 - p)).")
+
+
+def _from_sigmoid(x: np.ndarray) -> np.ndarray:
+    """The log-probabilities of the scores a sigmoid was applied to: log_softmax(logit(x))."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.log(x) - np.log1p(-x)
+    return log_softmax(np.where(np.isfinite(z), z, 0.0))
+

@@ -1,0 +1,95 @@
+"""One cause for all the evidence: values whose axes are in another order, or squashed by a
+sigmoid, get one finding naming that cause and a fix that, applied by the test, leaves the
+batch clean; a batch whose errors no order explains gets no invented reordering."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ctcbench.core.ctcmath import log_softmax
+from ctcbench.doctor.diagnose import diagnose
+
+from test_doctor_causes import _args, _healthy, _problems
+
+ORDERS = [q for q in itertools.permutations(range(3)) if q != (0, 1, 2)]
+
+
+def _finite(lp, C=12):
+    """A model's output on padding is some frame, not NaN: uniform there."""
+    return np.where(np.isnan(lp), -np.log(C), lp)
+
+
+def _errors(report) -> list[str]:
+    return [f.code for f in report.findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize("layout", ["TNC", "NTC"])
+@pytest.mark.parametrize("kind", ["log_probs", "logits", "probs"])
+@pytest.mark.parametrize("order", ORDERS)
+def test_every_axis_order_is_one_layout_finding_whose_permute_cleans_the_batch(rng, order,
+                                                                                 kind, layout):
+    """A healthy batch held in the layout the user names, then given with its axes in another
+    order: one error, ``layout``, whose permute is the inverse of the fault; the batch
+    permuted that way is clean. (Every sample spans the batch's frames, as the longest of a
+    padded batch does: raw scores are read in another order only then.)"""
+    p, lp = _healthy(rng, T=40, N=5, C=12, L=5, full_length=True)  # distinct sizes
+    lp = _finite(lp)
+    values = {"log_probs": lp, "logits": lp * 1.5 + 2.0, "probs": np.exp(lp)}[kind]
+    held = values if layout == "TNC" else values.transpose(1, 0, 2)
+    report = diagnose(**{kind: held.transpose(order)}, layout=layout, **_args(p))
+    assert _errors(report) == ["layout"], report
+    permute = report.findings[0].evidence["permute"]
+    assert permute == np.argsort(order).tolist()
+    fixed = diagnose(**{kind: held.transpose(order).transpose(permute)}, layout=layout,
+                     **_args(p))
+    assert _problems(fixed) == set(), fixed
+
+
+def test_a_conv_output_normalised_over_time_gets_the_order_then_the_axis(rng):
+    """(N, C, T) conv output, log_softmax over its last axis (time), passed as (T, N, C): the
+    order first, the softmax axis second; log_softmax over the class dim the fix names, then
+    its permute, is clean."""
+    p, lp = _healthy(rng, T=40, N=5, C=12, L=5)
+    conv = _finite(lp).transpose(1, 2, 0)  # (N, C, T) scores
+    given = log_softmax(conv)  # over T: the mistake
+    report = diagnose(given, **_args(p))
+    assert _errors(report) == ["layout", "softmax-axis"], report
+    cause = report.findings[0]
+    assert "length-mismatch" in cause.explains and "dim=1" in cause.fix
+    fixed = np.moveaxis(log_softmax(np.moveaxis(conv, 1, -1)), -1, 1).transpose(
+        cause.evidence["permute"])  # log_softmax over dim 1 as given, then the permute
+    assert _problems(diagnose(fixed, **_args(p))) == set()
+
+
+@pytest.mark.parametrize("kind", ["log_probs", "probs", "logits"])
+def test_sigmoid_outputs_are_named_not_as_raw_scores(rng, kind):
+    """Each class squashed by a sigmoid: one ``sigmoid-outputs`` error, not ``not-normalized``;
+    log_softmax of the scores before the sigmoid (the fix) is clean."""
+    p, lp = _healthy(rng)
+    scores = np.nan_to_num(lp, nan=0.0) + 3.0  # (T, N, C) a healthy model's raw scores
+    squashed = 1 / (1 + np.exp(-scores))
+    report = diagnose(**{kind: squashed}, **_args(p))
+    assert _errors(report) == ["sigmoid-outputs"], report
+    assert _problems(diagnose(log_softmax(scores), **_args(p))) == set()
+
+
+def test_no_order_is_invented_for_errors_no_order_explains(rng):
+    """An infeasible target and a label out of range in a (T, N, C) batch that another order
+    could be read in: both reported as they are, no ``layout``."""
+    p, lp = _healthy(rng, T=40, N=5, C=12, L=5)
+    targets = p.targets.copy()
+    targets[0, 0] = 12  # out of range
+    input_lengths = p.input_lengths.copy()
+    input_lengths[1] = 1  # infeasible
+    report = diagnose(lp, **_args(p, targets=targets, input_lengths=input_lengths))
+    assert "layout" not in report.codes
+    assert {"target-out-of-range", "infeasible-target"} <= set(_errors(report))
+
+
+def test_values_no_order_can_read_are_refused_as_before(rng):
+    """No axis of the batch's size: the one-line error names the values and N."""
+    p, lp = _healthy(rng, T=40, N=5, C=12, L=5)
+    with pytest.raises(ValueError, match="log_probs: expected a batch axis of size N = 5"):
+        diagnose(lp[:, :4], **_args(p))
