@@ -18,7 +18,7 @@ LAYERS = (
     ("runtime", "backends"),
     ("caselib", "cases", "torch"),
     ("runs",),
-    ("doctor",),
+    ("doctor", "keras", "lightning"),  # the monitor as Keras and Lightning callbacks
     RUN_DRIVERS,
     ("report",),
     ("drivers",),

@@ -1,5 +1,7 @@
-"""A watcher for a user's own torch CTC training loop: it reports once per kind of trouble (not
+"""A watcher for a user's own CTC training loop: it reports once per kind of trouble (not
 every step), with the step, the evidence, and the batch saved as a ``ctcbench doctor`` file.
+Any framework's arrays: torch, JAX (``optax_step``, optax's batch-major logits and paddings),
+NumPy; ``ctcbench.keras.Monitor`` and ``ctcbench.lightning.Monitor`` are callbacks around it.
 
 Usage, after ``loss.backward()`` (so the gradient is there)::
 
@@ -62,13 +64,22 @@ class Monitor:
         the means of the window's two halves.
       grad_factor: a gradient norm this many times its running median is exploding.
       report: called with each :class:`Event` (default: print its line).
+      kind: what ``step`` is handed, ``"log_probs"`` (torch's ctc_loss), ``"logits"`` (optax,
+        Keras, TF) or ``"probs"``; layout: ``"TNC"`` (time-major) or ``"NTC"`` (batch-major).
+        A saved batch is time-major, so ``ctcbench doctor FILE`` reads it as it is.
     """
 
     def __init__(self, out_dir="ctcbench-monitor", *, blank: int = 0, reduction: str = "mean",
                  check_every: int = 25, window: int = 500, flat_tol: float = 0.02,
-                 grad_factor: float = 10.0, report=print):
+                 grad_factor: float = 10.0, report=print, kind: str = "log_probs",
+                 layout: str = "TNC"):
+        from ctcbench.doctor.inputs import LAYOUTS
+        from ctcbench.doctor.load import VALUE_KEYS
+        from ctcbench.errors import one_of
+        one_of("kind", [kind], VALUE_KEYS)
+        one_of("layout", [layout], LAYOUTS)
         self.out_dir = Path(out_dir)
-        self.blank, self.reduction = blank, reduction
+        self.blank, self.reduction, self.kind, self.layout = blank, reduction, kind, layout
         self.check_every, self.window, self.flat_tol = check_every, window, flat_tol
         self.grad_factor = grad_factor
         self.report = report
@@ -84,10 +95,13 @@ class Monitor:
         """Look at one training step; returns the events first reported at this step.
 
         loss: the loss tensor (or float) of the step. log_probs: ``(T, N, C)`` as handed to the
-        loss. model: a torch module whose ``.grad`` norm is read (or pass ``grad_norm``).
+        loss (the monitor's ``kind`` in its ``layout``); it, the targets and the lengths may
+        each be a function that returns it, called only when the doctor looks or a batch is
+        saved. model: a torch module whose ``.grad``
+        norm is read (or pass ``grad_norm``).
         """
         self._step = self._step + 1 if step is None else int(step)
-        batch = (log_probs, targets, input_lengths, target_lengths)
+        batch = _Batch(log_probs, (targets, input_lengths, target_lengths), self.layout)
         new = []
         value = float(to_numpy(loss, "loss")[0].astype(np.float64).mean())
         if not np.isfinite(value):
@@ -103,6 +117,25 @@ class Monitor:
         if self._step % self.check_every == 0:  # the doctor costs a loss evaluation or two
             new += self._doctor(batch)
         return new
+
+    def optax_step(self, loss, logits, logit_paddings, labels, label_paddings, *, grads=None,
+                   step: int | None = None) -> list[Event]:
+        """:meth:`step` in optax's convention (``optax.ctc_loss``): ``logits (N, T, C)``,
+        ``logit_paddings (N, T)`` and ``label_paddings (N, L)`` 1.0 on padding, ``labels
+        (N, L)``; ``grads``: the step's gradient pytree (its global norm is watched). Needs
+        a monitor made with ``kind="logits", layout="NTC"``."""
+        from ctcbench.errors import expect
+        expect((self.kind, self.layout) == ("logits", "NTC"), "Monitor", 'kind="logits", '
+               'layout="NTC" for optax_step', f"kind={self.kind!r}, layout={self.layout!r}")
+        input_lengths = np.rint((1 - to_numpy(logit_paddings, "logit_paddings")[0]).sum(1))
+        target_lengths = np.rint((1 - to_numpy(label_paddings, "label_paddings")[0]).sum(1))
+        norm = None
+        if grads is not None:
+            import jax
+            norm = float(np.sqrt(sum(float((np.asarray(g, np.float64) ** 2).sum())
+                                     for g in jax.tree_util.tree_leaves(grads))))
+        return self.step(loss, logits, labels, input_lengths.astype(np.int64),
+                         target_lengths.astype(np.int64), grad_norm=norm, step=step)
 
     # -- checks ------------------------------------------------------------------------------
     def _gradient(self, norm: float, batch) -> list[Event]:
@@ -127,8 +160,8 @@ class Monitor:
         return float(abs(first - second)) <= self.flat_tol * max(abs(first), 1e-12)
 
     def _doctor(self, batch) -> list[Event]:
-        log_probs, targets, input_lengths, target_lengths = batch
-        report = diagnose(log_probs, targets=targets, input_lengths=input_lengths,
+        values, targets, input_lengths, target_lengths = batch.arrays()
+        report = diagnose(**{self.kind: values}, targets=targets, input_lengths=input_lengths,
                           target_lengths=target_lengths, blank=self.blank,
                           reduction=self.reduction)
         events, model_state = [], set()
@@ -165,10 +198,11 @@ class Monitor:
         return [event]
 
     def _save(self, kind: str, batch) -> Path:
-        named = dict(zip(("log_probs", "targets", "input_lengths", "target_lengths"), batch))
+        named = dict(zip((self.kind, "targets", "input_lengths", "target_lengths"),
+                         batch.arrays()))
         self.out_dir.mkdir(parents=True, exist_ok=True)
         stem = self.out_dir / f"step{self._step}-{kind.replace(':', '-')}"
-        if str(getattr(named["log_probs"], "dtype", "")) == "torch.bfloat16":  # NumPy lacks it
+        if str(getattr(named[self.kind], "dtype", "")) == "torch.bfloat16":  # NumPy lacks it
             import torch
             path = stem.with_suffix(".pt")
             torch.save({k: v.detach().cpu() if isinstance(v, torch.Tensor) else torch.as_tensor(v)
@@ -185,3 +219,27 @@ def _grad_norm(model) -> float | None:
     squares = [float((p.grad.detach().double() ** 2).sum()) for p in model.parameters()
                if p.grad is not None]
     return float(np.sqrt(sum(squares))) if squares else None
+
+
+def _time_major(x):
+    """``(N, T, C)`` -> ``(T, N, C)``, a torch tensor kept one (its dtype may be bfloat16)."""
+    if hasattr(x, "detach") and hasattr(x, "transpose"):
+        return x.transpose(0, 1)
+    x = np.asarray(x)
+    return x.transpose(1, 0, 2) if x.ndim == 3 else x
+
+
+class _Batch:
+    """One step's batch: the values, targets and lengths, each given or the function that makes
+    it (called once, when first needed); the values time-major once read."""
+
+    def __init__(self, values, rest: tuple, layout: str):
+        self._parts, self._layout, self._read = (values, *rest), layout, False
+
+    def arrays(self) -> tuple:
+        if not self._read:
+            values, *rest = (p() if callable(p) else p for p in self._parts)
+            self._parts = (_time_major(values) if self._layout == "NTC" else values, *rest)
+            self._read = True
+        return self._parts
+
