@@ -39,6 +39,7 @@ def monitored_run(cfg, out: Path, cache_dir: str) -> dict:
     monitor = ctcbench.Monitor(out, reduction="sum" if cfg.reduction == "per-line"
                                else cfg.reduction, report=print)
     params = list(model.parameters())
+    losses = []  # the training loss of every step, written beside the batches
     start = time.perf_counter()
     for step in range(cfg.steps):
         idx = batch_indices(cfg.seed, step, len(train), cfg.batch_size)
@@ -46,6 +47,7 @@ def monitored_run(cfg, out: Path, cache_dir: str) -> dict:
         logits = model(x)  # (T, N, C)
         input_lengths = torch.full((logits.shape[1],), logits.shape[0], dtype=torch.long)
         loss = loss_fn(logits, targets, input_lengths, lengths)
+        losses.append(float(loss.detach()))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         monitor.step(loss, logits.detach().log_softmax(-1), targets, input_lengths, lengths,
@@ -54,6 +56,8 @@ def monitored_run(cfg, out: Path, cache_dir: str) -> dict:
             torch.nn.utils.clip_grad_norm_(params, cfg.clip)
         opt.step()
         sched.step()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "losses.json").write_text(json.dumps(losses))
     return {"events": [(e.step, e.kind) for e in monitor.events],
             "wall_s": round(time.perf_counter() - start, 1)}
 

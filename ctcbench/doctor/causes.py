@@ -157,10 +157,40 @@ def corrections(inp: Inputs):
                    f"targets ({N} x {L}) look transposed: read as (N, L) they hold labels "
                    "that are invalid or do not fit their lengths, read as (L, N) they fit.",
                    {"shape": [L, N]}, "pass targets.T (one row of labels per sample)."))
+    factor = _downsampling(inp)
+    if factor:
+        frames = np.minimum(-(-inp.input_lengths // factor), T)  # ceil(length / factor)
+        yield (Code.INPUT_LENGTHS_UNITS, replace(inp, input_lengths=frames),
+               lambda: _units_finding(inp, factor, frames))
     pad, trimmed = _trailing_pad(inp)
     if pad is not None:
         yield (Code.TARGET_LENGTHS_PADDED, replace(inp, target_lengths=trimmed),
                lambda: _padded_lengths_finding(inp, pad, trimmed))
+
+
+def _downsampling(inp: Inputs) -> int | None:
+    """The whole factor (2 or more) by which ``input_lengths`` count more than the frames,
+    when the longest is that factor times ``T`` (within one step of it), as lengths measured
+    before a model's pooling or stride are."""
+    T, longest = inp.shape[0], int(inp.input_lengths.max())
+    factor = round(longest / T)
+    if factor < 2 or not (factor * (T - 1) < longest <= factor * T + factor - 1):
+        return None
+    return factor
+
+
+def _units_finding(inp: Inputs, factor: int, frames: np.ndarray) -> Finding:
+    T = inp.shape[0]
+    return Finding(
+        Code.INPUT_LENGTHS_UNITS, "error",
+        f"input_lengths count the model's input, not its {T} output frames: the longest is "
+        f"{int(inp.input_lengths.max())}, {factor} x T; divided by {factor} (rounded up) every "
+        f"length fits the frames and every target fits its length.",
+        {"T": T, "factor": factor, "given": inp.input_lengths.tolist()[:MAX_LISTED],
+         "in_frames": frames.tolist()[:MAX_LISTED]},
+        f"pass input_lengths in output frames: the model's own arithmetic (for a total stride "
+        f"of {factor}: (length + {factor - 1}) // {factor}, or the conv formula), clipped to "
+        f"T; the doctor diagnosed the rest with those.")
 
 
 def _swapped_finding(inp: Inputs) -> Finding:

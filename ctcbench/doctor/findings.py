@@ -37,6 +37,7 @@ class Code(StrEnum):
     ONEHOT_TARGETS = "onehot-targets"
     TARGETS_TRANSPOSED = "targets-transposed"
     LENGTHS_SWAPPED = "lengths-swapped"
+    INPUT_LENGTHS_UNITS = "input-lengths-units"
     TARGET_LENGTHS_PADDED = "target-lengths-padded"
     NON_FINITE = "non-finite"
     LENGTH_MISMATCH = "length-mismatch", Trait.FIT

@@ -165,13 +165,16 @@ def test_layout_ntc_declared_accepts_batch_major(rng):
     assert _problems(report) == set()
 
 
-def test_input_lengths_before_downsampling_are_length_mismatch(rng):
-    """input_lengths 4x the output's T (image widths): length-mismatch with the ratio."""
+def test_input_lengths_past_t_are_length_mismatch_with_the_ratio(rng):
+    """input_lengths 1.5x the output's T (no whole factor, so no downsampling named):
+    length-mismatch with the ratio."""
     p = _problem(rng, T=40)
+    lengths = p.input_lengths.copy()
+    lengths[0] = 60
     report = diagnose(trained_log_probs(rng, p), targets=p.targets,
-                      input_lengths=p.input_lengths * 4, target_lengths=p.target_lengths)
+                      input_lengths=lengths, target_lengths=p.target_lengths)
     assert _problems(report) == {"length-mismatch"}
-    assert report.findings[0].evidence["ratio_to_T"] == pytest.approx(4.0)
+    assert report.findings[0].evidence["ratio_to_T"] == pytest.approx(1.5)
 
 
 def test_infeasible_targets_name_samples_and_deficit(rng):

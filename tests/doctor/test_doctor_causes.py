@@ -271,3 +271,24 @@ def test_legal_conventions_are_clean_of_the_causes(seed):
             for name, kw in _conventions(rng, p, lp):
                 report = diagnose(**kw)
                 assert _problems(report) == set(), (name, T, C, blank, report)
+
+
+@pytest.mark.parametrize("stride", [2, 4, 8])
+def test_input_lengths_before_the_downsampling_are_named_with_the_factor(rng, stride):
+    """input_lengths given as input widths, stride x the output frames: one cause naming the
+    factor, whose frames are ceil(width / stride); with those the batch is clean."""
+    p, _ = _healthy(rng, T=40)
+    lengths = p.input_lengths.copy()
+    lengths[0] = 40  # the longest input fills the batch
+    p = CTCProblem(np.zeros((40, 8, 12)), p.targets, lengths, p.target_lengths)
+    lp = trained_log_probs(rng, p)
+    widths = lengths * stride - rng.integers(0, stride, size=len(lengths))  # before the stride
+    frames = -(-widths // stride)
+    assert (frames == lengths).all()
+    report = diagnose(lp, **_args(p, input_lengths=widths))
+    assert _problems(report) == {"input-lengths-units"}, report
+    assert report.findings[0].evidence["factor"] == stride
+    assert report.findings[0].evidence["in_frames"] == frames.tolist()[:10]
+    assert _problems(diagnose(lp, **_args(p, input_lengths=frames))) == set()
+
+
