@@ -10,7 +10,8 @@ from ctcbench.files import to_json
 @dataclass
 class Examination:
     """``result``: the diagnosis (or the perfect-vs-blank explanation); ``inputs``: the arrays
-    read from the file (``load_inputs`` keywords); ``path``: the torch path report or None."""
+    read from the file (``load_inputs`` keywords), the values in the order of axes the doctor
+    read them in; ``path``: the torch path report or None."""
 
     result: object
     inputs: dict
@@ -33,7 +34,7 @@ def examine(file, *, blank=None, layout: str = "TNC", reduction: str = "mean",
     from ctcbench.doctor.load import load_inputs
     if explain and device:
         raise ValueError("--device: expected a diagnosis, got --explain-perfect-vs-blank")
-    inputs = load_inputs(file, max_bytes=max_bytes)
+    inputs = load_inputs(file, **({} if max_bytes is None else {"max_bytes": max_bytes}))
     if blank is not None:
         inputs["blank"] = blank
     if explain:
@@ -42,8 +43,25 @@ def examine(file, *, blank=None, layout: str = "TNC", reduction: str = "mean",
     else:
         from ctcbench.doctor.diagnose import diagnose
         result = diagnose(**inputs, layout=layout, reduction=reduction)
+        inputs = _as_read(inputs, result)
     path = None
     if device:
         from ctcbench.doctor.torch_path import torch_path
         path = torch_path(**inputs, layout=layout, device=device)
     return Examination(result, inputs, path)
+
+
+def _as_read(inputs: dict, report) -> dict:
+    """``inputs`` with the values' axes in the order the diagnosis read them in (its ``layout``
+    finding's ``permute``, when it reordered them), so the plot and the page show frames."""
+    import numpy as np
+
+    from ctcbench.doctor.findings import Code
+    from ctcbench.doctor.load import VALUE_KEYS
+    cause = next((f for f in report.findings
+                  if f.code == Code.LAYOUT and "axes_as_given" in f.evidence), None)
+    if cause is None:
+        return inputs
+    key = next(k for k in VALUE_KEYS if k in inputs)
+    return {**inputs, key: np.transpose(np.asarray(inputs[key]), cause.evidence["permute"])}
+

@@ -93,3 +93,15 @@ def test_values_no_order_can_read_are_refused_as_before(rng):
     p, lp = _healthy(rng, T=40, N=5, C=12, L=5)
     with pytest.raises(ValueError, match="log_probs: expected a batch axis of size N = 5"):
         diagnose(lp[:, :4], **_args(p))
+
+
+def test_the_file_command_plots_the_frames_in_the_order_it_read_them(rng, tmp_path):
+    """ctcbench doctor FILE on (N, C, T) values: the plot and the page get (T, N, C) frames."""
+    from ctcbench.doctor.examine import examine
+    from ctcbench.doctor.plot import plot_frames
+    p, lp = _healthy(rng, T=40, N=5, C=12, L=5)
+    np.savez(tmp_path / "nct.npz", log_probs=_finite(lp).transpose(1, 2, 0), **_args(p))
+    found = examine(tmp_path / "nct.npz")
+    assert found.result.codes == ["layout"]
+    assert found.inputs["log_probs"].shape == (40, 5, 12)
+    assert plot_frames(tmp_path / "frames.png", **found.inputs).stat().st_size > 0
