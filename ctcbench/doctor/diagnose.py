@@ -47,13 +47,13 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
     Raises ``ValueError`` ("name: expected X, got Y") for inputs that cannot be diagnosed.
     Usage in a training loop: ``print(ctcbench.diagnose(log_probs, targets=..., ...))``.
     """
-    kind, values = next((k, v) for k, v in (("log_probs", log_probs), ("logits", logits),
-                                             ("probs", probs)) if v is not None) \
-        if sum(v is not None for v in (log_probs, logits, probs)) == 1 else (None, None)
+    given = {k: v for k, v in (("log_probs", log_probs), ("logits", logits), ("probs", probs))
+             if v is not None}
+    kind, values = next(iter(given.items())) if len(given) == 1 else (None, None)
 
     def read(x):
         """The batch with ``x`` as the values: (Inputs, every finding)."""
-        inp, findings = prepare(**{kind or "log_probs": x}, targets=targets,
+        inp, findings = prepare(**{kind: x}, targets=targets,
                                 input_lengths=input_lengths, target_lengths=target_lengths,
                                 blank=blank, reduction=reduction, layout=layout)
         return inp, findings + _findings(inp)
@@ -63,7 +63,8 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
                                 input_lengths=input_lengths, target_lengths=target_lengths,
                                 blank=blank, reduction=reduction, layout=layout)
         found = _findings(inp)
-    except ValueError as refused:  # no axis has the batch's size where the layout wants it
+    except ValueError as refused:  # e.g. no batch axis where the layout wants it: another
+        # order of the axes may still read, else the refusal stands
         inp, findings, found = _reordered(kind, values, layout, input_lengths, read, [],
                                           refusal=refused)
     errors = {f.code for f in findings + found if f.severity == "error"}

@@ -31,6 +31,9 @@ import numpy as np
 from ctcbench.core.arrays import to_numpy
 from ctcbench.doctor.diagnose import diagnose
 from ctcbench.doctor.findings import Trait, codes_with
+from ctcbench.doctor.inputs import LAYOUTS
+from ctcbench.doctor.load import VALUE_KEYS
+from ctcbench.errors import expect, one_of
 
 PLATEAU_CODES = codes_with(Trait.PLATEAU)
 MODEL_STATE = codes_with(Trait.MODEL_STATE)  # errors an untrained model can show for a moment:
@@ -73,9 +76,6 @@ class Monitor:
                  check_every: int = 25, window: int = 500, flat_tol: float = 0.02,
                  grad_factor: float = 10.0, report=print, kind: str = "log_probs",
                  layout: str = "TNC"):
-        from ctcbench.doctor.inputs import LAYOUTS
-        from ctcbench.doctor.load import VALUE_KEYS
-        from ctcbench.errors import one_of
         one_of("kind", [kind], VALUE_KEYS)
         one_of("layout", [layout], LAYOUTS)
         self.out_dir = Path(out_dir)
@@ -97,8 +97,7 @@ class Monitor:
         loss: the loss tensor (or float) of the step. log_probs: ``(T, N, C)`` as handed to the
         loss (the monitor's ``kind`` in its ``layout``); it, the targets and the lengths may
         each be a function that returns it, called only when the doctor looks or a batch is
-        saved. model: a torch module whose ``.grad``
-        norm is read (or pass ``grad_norm``).
+        saved. model: a torch module whose ``.grad`` norm is read (or pass ``grad_norm``).
         """
         self._step = self._step + 1 if step is None else int(step)
         batch = _Batch(log_probs, (targets, input_lengths, target_lengths), self.layout)
@@ -124,7 +123,6 @@ class Monitor:
         ``logit_paddings (N, T)`` and ``label_paddings (N, L)`` 1.0 on padding, ``labels
         (N, L)``; ``grads``: the step's gradient pytree (its global norm is watched). Needs
         a monitor made with ``kind="logits", layout="NTC"``."""
-        from ctcbench.errors import expect
         expect((self.kind, self.layout) == ("logits", "NTC"), "Monitor", 'kind="logits", '
                'layout="NTC" for optax_step', f"kind={self.kind!r}, layout={self.layout!r}")
         input_lengths = np.rint((1 - to_numpy(logit_paddings, "logit_paddings")[0]).sum(1))
@@ -242,4 +240,3 @@ class _Batch:
             self._parts = (_time_major(values) if self._layout == "NTC" else values, *rest)
             self._read = True
         return self._parts
-

@@ -6,7 +6,8 @@ import sys
 
 from click.testing import CliRunner
 
-from ctcbench.cli import cli, convergence
+from ctcbench.cli import cli
+from ctcbench.convergence.command import convergence
 from ctcbench.convergence.options import command_line_settings
 from ctcbench.convergence.train import TrainConfig
 
