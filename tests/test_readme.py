@@ -257,7 +257,7 @@ def test_example_output_matches_the_command(ex, tmp_path, register_backends):
 
 def test_the_case_counts_and_atlas_outcomes_the_readme_gives_are_true():
     """The library's size and split, and the atlas's outcome names, as the README says them."""
-    from ctcbench.atlas.run import Outcome
+    from ctcbench.atlas.kind import Outcome
     from ctcbench.caselib.library import load_cases
     text = README.read_text()
     total, own, ported = map(int, re.search(

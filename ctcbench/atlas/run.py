@@ -4,32 +4,21 @@ An entry with a library case (``backend``, ``case``, ``dtype``) is run exactly a
 runs it, one compare run per backend in the folder's ``compare/<backend>``: a failing row
 (``known``, ``mismatch``, ``error``, ``crashed``, ``timeout``) means the bug *reproduces*, an
 ``ok`` row that it is *fixed* here, a ``skipped`` or ``unsupported`` row that it *cannot be
-tried* here (the row's reason says why: no GPU, a package missing). An entry without a case
-is *not tried*: ``gpu only`` or ``no case``.
+tried* here (the row's reason says why: no GPU, a package missing). An entry with a probe is
+tried by ``ctcbench.atlas.probes``. An entry with neither is *not tried*: ``gpu only``, or
+``cannot try`` with its ``not_tried`` reason, or ``no case``.
 """
 from __future__ import annotations
 
-from enum import StrEnum
-
 import pandas as pd
 
-from ctcbench.atlas.kind import KIND
+from ctcbench.atlas.kind import KIND, Outcome
+from ctcbench.atlas.probes import try_probes
 from ctcbench.caselib.known import load_atlas
 from ctcbench.compare.run import compare
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.status import FAILING, Status
-
-
-
-class Outcome(StrEnum):
-    """An atlas row's ``status``: what trying the entry here showed."""
-
-    REPRODUCES = "reproduces"
-    FIXED = "fixed"
-    CANNOT_TRY = "cannot try"
-    GPU_ONLY = "gpu only"
-    NO_CASE = "no case"
 
 _FAILED = (Status.KNOWN, *FAILING)  # compare's rows that show the bug: failing, or failing as known
 
@@ -46,6 +35,8 @@ def _status(row: dict | None) -> tuple[str, str]:
 
 
 def _untried(entry) -> dict:
+    if entry.not_tried:
+        return {"status": Outcome.CANNOT_TRY, "reason": entry.not_tried}
     if entry.device == "gpu":
         return {"status": Outcome.GPU_ONLY, "reason": "a CUDA/cuDNN path that no case of the "
                 "library reaches"}
@@ -69,8 +60,10 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> Run
                         "entries": len(entries), "resumed_rows": len(kept)})
         by_backend: dict[str, list] = {}
         for e in todo:
-            if e.tryable and (not backends or e.backend in backends):
+            if e.case is not None and (not backends or e.backend in backends):
                 by_backend.setdefault(e.backend, []).append(e)
+        probed = try_probes([e for e in todo if e.probe is not None
+                             and (not backends or e.backend in backends)])
         found: dict[tuple, dict] = {}
         for name, group in by_backend.items():
             sub = run.run_dir / "compare" / name
@@ -85,13 +78,16 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> Run
         rows = []
         for e in todo:
             row = {"id": e.id, "implementation": e.implementation, "device": e.device,
-                   "backend": e.backend, "case": e.case, "dtype": e.dtype,
+                   "backend": e.backend, "case": e.case, "dtype": e.dtype, "probe": e.probe,
                    "problem": e.problem, "source": e.source, "url": e.url,
                    "known_in": e.known_in, "fixed_in": e.fixed_in}
             if not e.tryable:
                 row.update(_untried(e))
             elif backends and e.backend not in backends:
                 row.update(status=Outcome.CANNOT_TRY, reason="not asked for (--backend)")
+            elif e.probe is not None:
+                status, reason = probed[e.id]
+                row.update(status=status, reason=reason)
             else:
                 status, reason = _status(found.get((e.backend, e.case, e.dtype)))
                 row.update(status=status, reason=reason)
@@ -112,9 +108,11 @@ def table_text(result: RunResult) -> str:
     the counts."""
     rows = result.rows.to_dict("records")
     wid = max(len(r["id"]) for r in rows)
-    lines = [f"{'outcome':<10}  {'entry':<{wid}}  dev  tried (backend case dtype)"]
+    lines = [f"{'outcome':<10}  {'entry':<{wid}}  dev  tried (backend case dtype, or raw call)"]
     for r in rows:
-        tried = f"{r['backend']} {r['case']} {r['dtype']}" if isinstance(r.get("case"), str) else ""
+        tried = (f"{r['backend']} {r['case']} {r['dtype']}" if isinstance(r.get("case"), str)
+                 else f"{r['backend']} raw call: {r['probe']}" if isinstance(r.get("probe"), str)
+                 else "")
         lines.append(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {tried}".rstrip())
     counts = ", ".join(f"{v} {k}" for k, v in result.summary.items() if k != "entries" and v)
     return "\n".join(lines + [f"atlas: {result.summary['entries']} entries: {counts}; results "

@@ -80,11 +80,22 @@ class KnownIssue:
                 and any(fnmatch.fnmatchcase(dtype, g) for g in self.dtypes))
 
 
+SIGNS = ("raises", "crashes", "hangs", "returns sane", "returns garbage", "gradient nan",
+         "gradient zero", "gradient nonzero")  # what a probe can show (runtime.malformed)
+
+
+def _probe(value, where: str) -> str:
+    from ctcbench.runtime.malformed import PROBES  # the runtime's table of probes
+    return _one_of(tuple(p.name for p in PROBES))(value, where)
+
+
 @dataclass(frozen=True)
 class AtlasEntry:
     """One CTC bug: what has it, what goes wrong, where (``device``), who says so
-    (``source``, ``url``), the releases it is known in and fixed in, and, where a case of the
-    library shows it, the ``backend``, ``case`` and ``dtype`` of that row."""
+    (``source``, ``url``), the releases it is known in and fixed in, and how it is tried:
+    a case of the library (``backend``, ``case``, ``dtype``: that row), or a ``probe`` of
+    ``ctcbench.runtime.malformed`` on ``backend``'s own call, the bug being present when the
+    call ``shows`` one of the signs listed; or ``not_tried``, why it cannot be tried here."""
 
     id: str = _key()
     implementation: str = _key()
@@ -97,11 +108,14 @@ class AtlasEntry:
     backend: str | None = _key(default=None)
     case: str | None = _key(default=None)
     dtype: str | None = _key(_one_of(FLOAT_DTYPES), None)
+    probe: str | None = _key(_probe, None)
+    shows: tuple[str, ...] | None = _key(_globs("sign", SIGNS), None)
+    not_tried: str | None = _key(default=None)
 
     @property
     def tryable(self) -> bool:
-        """Whether a case of the library shows it (``backend``, ``case``, ``dtype`` given)."""
-        return self.case is not None
+        """Whether a case of the library or a probe shows it."""
+        return self.case is not None or self.probe is not None
 
 
 @dataclass(frozen=True)
@@ -112,12 +126,14 @@ class _Kind:
     file: str
     table: str
     row: type
-    together: tuple[str, ...] = ()
+    together: tuple[tuple[str, ...], ...] = ()  # groups of keys given all together or not at all
+    needs: tuple[tuple[str, str], ...] = ()  # (key, the key it needs beside it)
     unique: str | None = None
 
 
 _ISSUES = _Kind(FILE_NAME, "issue", KnownIssue)
-_ATLAS = _Kind(ATLAS_FILE, "entry", AtlasEntry, together=("backend", "case", "dtype"),
+_ATLAS = _Kind(ATLAS_FILE, "entry", AtlasEntry, together=(("case", "dtype"), ("probe", "shows")),
+               needs=(("case", "backend"), ("probe", "backend"), ("backend", "case|probe")),
                unique="id")
 
 
@@ -131,9 +147,13 @@ def _row(kind: _Kind, raw, where: str):
     expect(not unknown, where, f"keys among {', '.join(keys)}", ", ".join(map(repr, unknown)))
     missing = [k for k in required if k not in raw]
     expect(not missing, where, f"the keys {', '.join(required)}", f"no {', '.join(missing)}")
-    given = [k for k in kind.together if k in raw]
-    expect(len(given) in (0, len(kind.together)), where,
-           f"all of {', '.join(kind.together)} or none", f"only {', '.join(given)}")
+    for group in kind.together:
+        given = [k for k in group if k in raw]
+        expect(len(given) in (0, len(group)), where, f"all of {', '.join(group)} or none",
+               f"only {', '.join(given)}")
+    for key, needed in kind.needs:
+        expect(key not in raw or any(k in raw for k in needed.split("|")), where,
+               f"{' or '.join(needed.split('|'))} beside {key}", f"no {needed.replace('|', ' or ')}")
     return kind.row(**{f.name: f.metadata["check"](raw[f.name], f"{where}.{f.name}")
                        for f in fields if f.name in raw})
 

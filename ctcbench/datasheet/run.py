@@ -23,7 +23,7 @@ from ctcbench.datasheet.determinism import DETERMINISM_SIZE, determinism
 from ctcbench.datasheet.kind import KIND
 from ctcbench.datasheet.limits import WARM_UP, limits, warm_up
 from ctcbench.datasheet.precision import CLIMBS, worst_precision
-from ctcbench.datasheet.robustness import PROBES, try_malformed, valid_losses
+from ctcbench.runtime.malformed import PROBES, try_malformed, valid_losses
 from ctcbench.datasheet.sheet import sheets, write_exports
 from ctcbench.errors import expect, fail
 from ctcbench.progress import Progress

@@ -8,7 +8,7 @@ from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.config import command_line
 from ctcbench.datasheet.determinism import Repeats
 from ctcbench.datasheet.precision import CLIMBS
-from ctcbench.datasheet.robustness import verdict
+from ctcbench.runtime.malformed import verdict
 from ctcbench.files import atomic_write, to_json
 from ctcbench.formatting import sci, sig
 from ctcbench.runtime.status import Status

@@ -19,7 +19,8 @@ def test_atlas_json_lists_every_entry_with_its_status(tmp_path):
     assert out["summary"]["entries"] == len(entries) == len(out["rows"])
     status = {r["id"]: r["status"] for r in out["rows"]}
     for e in entries:
-        want = ("cannot try" if e.tryable else "gpu only" if e.device == "gpu" else "no case")
+        want = ("cannot try" if e.tryable or e.not_tried else "gpu only" if e.device == "gpu"
+                else "no case")
         assert status[e.id] == want, e.id
     assert (tmp_path / "run" / "report.html").is_file()
     assert "optax-negative-float32-loss" in (tmp_path / "run" / "report.html").read_text()

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.datasheet.robustness import PROBES
+from ctcbench.runtime.malformed import PROBES
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

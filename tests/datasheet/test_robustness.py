@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctcbench.datasheet.robustness import PROBES, sane, try_malformed, valid_batch
+from ctcbench.runtime.malformed import PROBES, sane, try_malformed, valid_batch
 from ctcbench.datasheet.run import datasheet
 from ctcbench.runtime.registry import get_backend
 
@@ -23,12 +23,13 @@ def verdicts(name, register_backends, attr, tmp_path, timeout=60.0):
 
 
 def test_every_probe_changes_the_valid_batch():
-    """Each malformed input differs from the valid batch (or has another shape)."""
+    """Each probe differs from the valid batch: its values, a shape, a dtype or the blank."""
     base = valid_batch()
     for probe in PROBES:
         b = probe.change(valid_batch())
-        assert any(b[k].shape != base[k].shape or not np.array_equal(b[k], base[k], equal_nan=True)
-                   for k in base), probe.name
+        assert probe.blank != 0 or any(
+            b[k].shape != base[k].shape or b[k].dtype != base[k].dtype
+            or not np.array_equal(b[k], base[k], equal_nan=True) for k in base), probe.name
 
 
 def test_sane_by_hand():

@@ -323,7 +323,7 @@ def test_datasheet_report_in_browser(browser, shots, tmp_path, register_backends
     """Two backends side by side: one column each, linked to its own section; the planted
     cliff's limit reads "300 (wrong at 301)" in the table and in its section, with the plot
     of the sizes tried; numba's malformed-input rows are all there."""
-    from ctcbench.datasheet.robustness import PROBES
+    from ctcbench.runtime.malformed import PROBES
     monkeypatch.setenv("CTCBENCH_THREADS", "1")
     register_backends("wrong-past-L300", "cliff_backends:WrongPastL300")
     run = tmp_path / "ds"

@@ -1,5 +1,7 @@
-"""The datasheet's malformed inputs: the backend's own framework call (its ``raw_ctc`` hook,
-in a worker process) handed what ``CTCProblem`` would refuse, and what it did.
+"""Malformed and unusual inputs to a backend's own framework call (its ``raw_ctc`` hook, in a
+worker process): what ``CTCProblem`` would refuse, and valid inputs in conventions frameworks
+get wrong (another dtype, an empty target, the blank last). The datasheet's robustness stage
+runs every probe; an atlas entry names the probe that shows its bug.
 
 Each probe changes one thing of a valid batch of two samples. What happened is one of
   raises         the framework raised an error (good: the user hears of the mistake);
@@ -12,6 +14,8 @@ Each probe changes one thing of a valid batch of two samples. What happened is o
   not expressible  the framework's API has no way to say it (optax takes paddings, not
                  lengths), so it cannot go wrong there;
   not tested     the backend has no ``raw_ctc`` hook.
+Where a gradient came back, ``grad`` says what it is on the first sample's valid frames:
+``nan`` (a NaN in it), ``zero`` or ``nonzero``.
 """
 from __future__ import annotations
 
@@ -57,6 +61,20 @@ def _shape(T_: int | None = None, N: int | None = None):
     return change
 
 
+def _cast(dtype):
+    def change(b):
+        b["logits"] = b["logits"].astype(dtype)
+        return b
+    return change
+
+
+def _both(*changes):
+    def change(b):
+        for c in changes:
+            b = c(b)
+        return b
+    return change
+
 
 class Reaction(StrEnum):
     """What a framework call did with one malformed input (a robustness row's ``status``)."""
@@ -81,17 +99,19 @@ def verdict(row: dict) -> tuple[str, bool | None]:
 
 @dataclass(frozen=True)
 class Malformed:
-    """One malformed input: ``change`` makes it from the valid batch; ``answer`` is None for
-    an input that has no answer, else what each sample's loss must be: "nan" (the NaN logit
-    reaches it), "nonfinite" (NaN or inf: log_softmax of +inf is NaN, +inf in a frame rules
-    the others out), "inf" (infeasible), "ok" (the valid sample's own loss), or "empty" (no
-    samples, no losses)."""
+    """One input: ``change`` makes it from the valid batch; ``answer`` is None for an input
+    that has no answer, else what each sample's loss must be: "nan" (the NaN logit reaches
+    it), "nonfinite" (NaN or inf: log_softmax of +inf is NaN, +inf in a frame rules the
+    others out), "inf" (infeasible), "ok" (the valid sample's own loss), "exact" (that, to
+    float64's 1e-9), "ref" (the float64 reference's loss of the changed batch), or "empty" (no
+    samples, no losses). ``blank``: the blank index the call is given."""
 
     name: str
     what: str
     change: Callable[[dict], dict]
     answer: tuple[str, ...] | None = None
     source: str = ""
+    blank: int = 0
 
 
 PROBES: tuple[Malformed, ...] = (
@@ -124,18 +144,43 @@ PROBES: tuple[Malformed, ...] = (
               source="pytorch PR#130071 (illegal memory access when the target is longer)"),
     Malformed("repeats need more frames", "input_lengths[1] = 2 for target [2, 2]",
               _set("input_lengths", 1, 2), answer=("ok", "inf")),
+    # valid inputs that frameworks get wrong
+    Malformed("-inf in a valid frame", "logits[1, 0, 2] = -inf (that class never)",
+              _set("logits", (1, 0, 2), -np.inf), answer=("ref", "ok"),
+              source="a -inf log-probability: NaN gradients in torch (measured here)"),
+    Malformed("empty target", "target_lengths[0] = 0", _set("target_lengths", 0, 0),
+              answer=("ref", "ok")),
+    Malformed("empty input and target", "input_lengths[0] = 0, target_lengths[0] = 0 (loss 0)",
+              _both(_set("input_lengths", 0, 0), _set("target_lengths", 0, 0)),
+              answer=("ref", "ok")),
+    Malformed("blank last", f"blank = {C - 1}, labels 1..3", lambda b: b, answer=("ref", "ref"),
+              blank=C - 1, source="baidu-research/warp-ctc#64 (the blank index convention)"),
+    Malformed("float64 logits", "the valid batch in float64: the answer to 1e-9",
+              _cast(np.float64), answer=("exact", "exact")),
+    Malformed("float16 logits", "the valid batch in float16 (mixed precision)",
+              _cast(np.float16), answer=("ref", "ref")),
 )
 
 
-def valid_losses() -> np.ndarray:
-    """The valid batch's two losses, from the float64 reference (the oracle of "ok")."""
-    b = valid_batch()
-    problem = CTCProblem(b["logits"], b["targets"], b["input_lengths"], b["target_lengths"])
+def reference_losses(b: dict, blank: int = 0) -> np.ndarray:
+    """A batch's losses ``(N,)`` from the float64 reference (the oracle of "ok" and "ref")."""
+    problem = CTCProblem(np.asarray(b["logits"], np.float64), b["targets"], b["input_lengths"],
+                         b["target_lengths"], blank=blank)
     return np.asarray(get_backend(REFERENCE).run(problem).loss, np.float64)
 
 
-def sane(loss, answer: tuple[str, ...], valid: np.ndarray, tol: float = 1e-3) -> tuple[bool, str]:
-    """Whether ``loss`` (what came back, any shape) is the answer; and why not."""
+def valid_losses() -> np.ndarray:
+    """The valid batch's two losses."""
+    return reference_losses(valid_batch())
+
+
+EXACT = 1e-9  # "exact": float64 agreement, relative
+
+
+def sane(loss, answer: tuple[str, ...], valid: np.ndarray, tol: float = 1e-3,
+         reference: np.ndarray | None = None) -> tuple[bool, str]:
+    """Whether ``loss`` (what came back, any shape) is the answer; and why not. ``valid``: the
+    valid batch's losses; ``reference``: the changed batch's (for "ref")."""
     loss = np.asarray(loss, np.float64).reshape(-1)
     if answer == ("empty",):
         return loss.size == 0, f"{loss.size} losses for an empty batch"
@@ -149,9 +194,23 @@ def sane(loss, answer: tuple[str, ...], valid: np.ndarray, tol: float = 1e-3) ->
             return False, f"sample {n}: a finite loss {x:.6g} from an infinite logit"
         if want == "inf" and x != np.inf:
             return False, f"sample {n}: {x:.6g} for an infeasible target (want +inf)"
-        if want == "ok" and not abs(x - valid[n]) <= tol * max(1.0, abs(valid[n])):
-            return False, f"sample {n}: {x:.6g}, its own loss is {valid[n]:.6g}"
+        if want in ("ok", "exact", "ref"):
+            right = reference[n] if want == "ref" else valid[n]
+            bound = EXACT if want == "exact" else tol
+            if not abs(x - right) <= bound * max(1.0, abs(right)):  # NaN is never within
+                return False, f"sample {n}: {x:.10g}, its loss is {right:.10g}"
     return True, ""
+
+
+def _gradient(grad, b: dict) -> str | None:
+    """What the gradient is on the first sample's valid frames: nan, zero or nonzero."""
+    if grad is None:
+        return None
+    grad = np.asarray(grad, np.float64)
+    if grad.ndim != 3 or grad.shape[1] < 1:
+        return None
+    g = grad[: max(int(b["input_lengths"][0]), 0), 0]  # (T_0, C)
+    return "nan" if np.isnan(g).any() else "zero" if not g.any() else "nonzero"
 
 
 def _summary(loss) -> str:
@@ -162,13 +221,13 @@ def _summary(loss) -> str:
 def try_malformed(backend, probe: Malformed, *, timeout_s: float, valid=None) -> dict:
     """One probe on ``backend`` (a worker-backed ``LoadedBackend``): its row."""
     row = {"stage": "robustness", "item": probe.name, "what": probe.what, "source": probe.source,
-           "sane": None}
+           "sane": None, "grad": None}
     if not backend.traits.has_raw_ctc:
         return {**row, "status": Reaction.NOT_TESTED, "detail": "the backend has no raw_ctc hook"}
     b = probe.change(valid_batch())
     try:
         out = backend.raw_ctc(b["logits"], b["targets"], b["input_lengths"], b["target_lengths"],
-                              blank=0, timeout_s=timeout_s)
+                              blank=probe.blank, timeout_s=timeout_s)
     except UnsupportedProblem as exc:
         return {**row, "status": Reaction.NOT_EXPRESSIBLE, "detail": str(exc)[:500]}
     except BackendTimeout:
@@ -177,10 +236,12 @@ def try_malformed(backend, probe: Malformed, *, timeout_s: float, valid=None) ->
         return {**row, "status": Reaction.CRASHES, "detail": f"{exc.signal or exc.exitcode}: {exc}"[:500]}
     if out.outcome == "raised":
         return {**row, "status": Reaction.RAISES, "detail": f"{out.error_type}: {out.message}"[:500]}
-    got = _summary(out.loss)
+    got, row["grad"] = _summary(out.loss), _gradient(out.grad_logits, b)
     if probe.answer is None:
         return {**row, "status": Reaction.RETURNS, "sane": False,
                 "detail": f"returned {got} for an input that has no answer"}
-    ok, why = sane(out.loss, probe.answer, valid_losses() if valid is None else valid)
+    reference = reference_losses(b, probe.blank) if "ref" in probe.answer else None
+    ok, why = sane(out.loss, probe.answer, valid_losses() if valid is None else valid,
+                   reference=reference)
     return {**row, "status": Reaction.RETURNS, "sane": ok,
             "detail": f"returned {got}" + ("" if ok else f": {why}")}
