@@ -20,6 +20,7 @@ from ctcbench.compare.baseline import save_baseline as write_baseline
 from ctcbench.compare.checks import check, prepare_all
 from ctcbench.compare.config import CompareSettings
 from ctcbench.compare.kind import KEY, KIND
+from ctcbench.compare.stale import stale_known_issues
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
@@ -105,6 +106,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             from ctcbench.compare.plot import plot_margins
             files.append(plot_margins(df, run.run_dir / "margins.png"))
         summary = summarize(df, run.run_dir)
+        summary["stale_known"] = stale_known_issues(
+            df_records(df), {b.name: b for b in ready}, backend_versions(ready))
         raw = [r for r in run.rows()
                if r.get("status") in (Status.OK, Status.MISMATCH, Status.KNOWN)]
         if save_baseline is not None:
