@@ -5,7 +5,7 @@ from enum import StrEnum
 from ctcbench.runs.kinds import RunKind
 
 KIND = RunKind("atlas", row_format=1, key=("id",), floats=(),
-               exports=("rows.json", "compare/", "report.html"),
+               exports=("rows.json", "versions.json", "compare/", "versions/", "report.html"),
                context="ctcbench.atlas.page:context")
 
 

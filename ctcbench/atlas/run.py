@@ -14,6 +14,7 @@ import pandas as pd
 
 from ctcbench.atlas.kind import KIND, Outcome
 from ctcbench.atlas.probes import try_probes
+from ctcbench.atlas.versions import DEFAULT_CACHE, parse_versions, version_matrix
 from ctcbench.caselib.known import load_atlas
 from ctcbench.compare.run import compare
 from ctcbench.files import atomic_write, to_json
@@ -43,13 +44,19 @@ def _untried(entry) -> dict:
     return {"status": Outcome.NO_CASE, "reason": "no case of the library shows it"}
 
 
-def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> RunResult:
+def atlas(backends=None, *, out=None, resume: bool = False, entries=None, versions=(),
+          versions_cache=None) -> RunResult:
     """Try every atlas entry (``entries``, default the built-in atlas) on this stack.
 
     ``backends``: only entries of these backends are run; the others are ``cannot try``
     ("not asked for"). ``out`` / ``resume``: the run-folder rules of every driver.
+    ``versions``: ``"DIST=V1,V2"`` specs (``ctcbench.atlas.versions``): the entries of that
+    framework tried again on each release, installed into ``versions_cache``; the matrix goes
+    to ``versions.json`` and ``summary["versions"]``.
     Returns a ``RunResult`` with one row per entry; ``summary`` counts each status.
     """
+    for spec in versions:
+        parse_versions(spec)  # a bad spec is refused before any work
     check_out(KIND, out, resume=resume)
     entries = load_atlas() if entries is None else tuple(entries)
     with open_run(KIND, out, resume=resume) as run:
@@ -99,8 +106,15 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None) -> Run
         atomic_write(run.run_dir / "rows.json", to_json(all_rows, indent=1) + "\n")
     summary = {s: sum(r.get("status") == s for r in all_rows) for s in Outcome}
     summary["entries"] = len(all_rows)
+    files = [run.run_dir / "rows.json"]
+    if versions:
+        summary["versions"] = {m["framework"]: m for m in (
+            version_matrix(spec, run.run_dir / "versions", versions_cache or DEFAULT_CACHE)
+            for spec in versions)}
+        files.append(atomic_write(run.run_dir / "versions.json",
+                                  to_json(summary["versions"], indent=1) + "\n"))
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept),
-                     files=[run.run_dir / "rows.json"])
+                     files=files)
 
 
 def table_text(result: RunResult) -> str:
@@ -114,6 +128,16 @@ def table_text(result: RunResult) -> str:
                  else f"{r['backend']} raw call: {r['probe']}" if isinstance(r.get("probe"), str)
                  else "")
         lines.append(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {tried}".rstrip())
-    counts = ", ".join(f"{v} {k}" for k, v in result.summary.items() if k != "entries" and v)
+    counts = ", ".join(f"{v} {k}" for k, v in result.summary.items()
+                       if k not in ("entries", "versions") and v)
+    for m in result.summary.get("versions", {}).values():
+        lines += ["", f"{m['framework']} releases: " + "; ".join(
+            f"{v} {t['status']}" for v, t in m["versions"].items())]
+        ids = sorted({k for t in m["versions"].values() for k in t if k != "status"})
+        for eid in ids:
+            lines.append(f"  {eid}: " + ", ".join(
+                f"{v} {t.get(eid, '-')}" for v, t in m["versions"].items() if t["status"] == "ran")
+                + (f" (first bad {m['first_bad'][eid]})" if eid in m["first_bad"] else "")
+                + (f" (first fixed {m['first_fixed'][eid]})" if eid in m["first_fixed"] else ""))
     return "\n".join(lines + [f"atlas: {result.summary['entries']} entries: {counts}; results "
                               f"in {result.run_dir}"])
