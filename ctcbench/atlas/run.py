@@ -132,11 +132,11 @@ def table_text(result: RunResult) -> str:
                        if k not in ("entries", "versions") and v)
     for m in result.summary.get("versions", {}).values():
         lines += ["", f"{m['framework']} releases: " + "; ".join(
-            f"{v} {t['status']}" for v, t in m["versions"].items())]
-        ids = sorted({k for t in m["versions"].values() for k in t if k != "status"})
+            f"{v} {t['release']}" for v, t in m["versions"].items())]
+        ids = sorted({k for t in m["versions"].values() for k in t if k != "release"})
         for eid in ids:
             lines.append(f"  {eid}: " + ", ".join(
-                f"{v} {t.get(eid, '-')}" for v, t in m["versions"].items() if t["status"] == "ran")
+                f"{v} {t.get(eid, '-')}" for v, t in m["versions"].items() if t["release"] == "ran")
                 + (f" (first bad {m['first_bad'][eid]})" if eid in m["first_bad"] else "")
                 + (f" (first fixed {m['first_fixed'][eid]})" if eid in m["first_fixed"] else ""))
     return "\n".join(lines + [f"atlas: {result.summary['entries']} entries: {counts}; results "

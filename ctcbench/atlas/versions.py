@@ -100,7 +100,7 @@ def run_release(dist: str, version: str, target: Path, out: Path) -> list[dict]:
 
 
 def version_matrix(spec: str, out: Path, cache: Path = DEFAULT_CACHE, say=print) -> dict:
-    """``{"framework", "versions": {version: {"status": ..., entry id: outcome}},
+    """``{"framework", "versions": {version: {"release": ..., entry id: outcome}},
     "first_bad"/"first_fixed": {entry id: version}}`` for the releases ``spec`` names, in the
     order given (oldest first, as they are compared)."""
     dist, versions = parse_versions(spec)
@@ -108,25 +108,32 @@ def version_matrix(spec: str, out: Path, cache: Path = DEFAULT_CACHE, say=print)
     for version in versions:
         target, how = install(dist, version, cache)
         if target is None:
-            table[version] = {"status": f"does not install here: {how}"}
+            table[version] = {"release": f"does not install here: {how}"}
             say(f"atlas: {dist} {version}: does not install here: {how}")
             continue
         say(f"atlas: {dist} {version} ({how}): trying its entries")
         try:
             rows = run_release(dist, version, target, Path(out) / f"{dist}-{version}")
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            table[version] = {"status": f"does not run here: {exc}"}
+            table[version] = {"release": f"does not run here: {exc}"}
             continue
-        table[version] = {"status": "ran", **{r["id"]: r["status"] for r in rows}}
-    ids = sorted({k for v in table.values() for k in v if k != "status"})
-    first_bad, first_fixed = {}, {}
-    for eid in ids:
-        seen = [(v, table[v].get(eid)) for v in versions if table[v]["status"] == "ran"]
-        bad = [v for v, s in seen if s == "reproduces"]
-        if bad:
-            first_bad[eid] = bad[0]
-            later = [v for v, s in seen[[v for v, _ in seen].index(bad[-1]) + 1:] if s == "fixed"]
-            if later:
-                first_fixed[eid] = later[0]
+        table[version] = {"release": "ran", **{r["id"]: r["status"] for r in rows}}
+    first_bad, first_fixed = firsts(table)
     return {"framework": dist, "versions": table, "first_bad": first_bad,
             "first_fixed": first_fixed}
+
+
+def firsts(table: dict) -> tuple[dict, dict]:
+    """Per entry, the first release (in ``table``'s order) that reproduces it, and the first
+    after the last one that does where it is fixed. Releases that did not run are skipped."""
+    ran = [v for v, t in table.items() if t["release"] == "ran"]
+    first_bad, first_fixed = {}, {}
+    for eid in sorted({k for v in ran for k in table[v] if k != "release"}):
+        outcomes = [table[v].get(eid) for v in ran]
+        bad = [i for i, s in enumerate(outcomes) if s == "reproduces"]
+        if bad:
+            first_bad[eid] = ran[bad[0]]
+            fixed = [ran[i] for i in range(bad[-1] + 1, len(ran)) if outcomes[i] == "fixed"]
+            if fixed:
+                first_fixed[eid] = fixed[0]
+    return first_bad, first_fixed
