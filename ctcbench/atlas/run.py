@@ -10,6 +10,8 @@ tried by ``ctcbench.atlas.probes``. An entry with neither is *not tried*: ``gpu 
 """
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 
 from ctcbench.atlas.kind import KIND, Outcome
@@ -104,15 +106,16 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None, versio
         all_rows = sorted(kept + rows, key=lambda r: order.get(r.get("id"), len(order)))
         df = pd.DataFrame(all_rows)
         atomic_write(run.run_dir / "rows.json", to_json(all_rows, indent=1) + "\n")
-    summary = {s: sum(r.get("status") == s for r in all_rows) for s in Outcome}
-    summary["entries"] = len(all_rows)
-    files = [run.run_dir / "rows.json"]
-    if versions:
-        summary["versions"] = {m["framework"]: m for m in (
-            version_matrix(spec, run.run_dir / "versions", versions_cache or DEFAULT_CACHE)
-            for spec in versions)}
-        files.append(atomic_write(run.run_dir / "versions.json",
-                                  to_json(summary["versions"], indent=1) + "\n"))
+        summary = {s: sum(r.get("status") == s for r in all_rows) for s in Outcome}
+        summary["entries"] = len(all_rows)
+        files = [run.run_dir / "rows.json"]
+        if versions:  # in the open folder, its lock held; progress on stderr
+            summary["versions"] = {m["framework"]: m for m in (
+                version_matrix(spec, run.run_dir / "versions", versions_cache or DEFAULT_CACHE,
+                               say=lambda line: print(line, file=sys.stderr, flush=True))
+                for spec in versions)}
+            files.append(atomic_write(run.run_dir / "versions.json",
+                                      to_json(summary["versions"], indent=1) + "\n"))
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept),
                      files=files)
 

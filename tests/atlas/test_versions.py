@@ -47,6 +47,7 @@ def test_the_release_matrix_is_on_the_page(tmp_path):
                                    "--versions-cache", str(tmp_path / "cache"), "--out",
                                    str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
+    assert "optax 0.2.5 (installed): trying its entries" in res.stderr  # progress, not output
     matrix = json.loads((tmp_path / "run" / "versions.json").read_text())["optax"]
     assert matrix["versions"]["0.2.5"]["release"] == "ran"
     assert "optax releases: 0.2.5 ran" in res.stdout
