@@ -81,3 +81,21 @@ def test_raises_and_hangs_and_no_hook(register_backends, tmp_path):
     assert row["status"] == "hangs" and "1.5 s" in row["detail"]
     got = verdicts("raw-none", register_backends, "NoRawHook", tmp_path)
     assert {r["verdict"] for r in got.values()} == {"not tested"}
+
+
+def test_the_answers_of_the_valid_probes_are_the_closed_forms():
+    """An empty target's loss is -sum_t log p_t(blank); an empty input with an empty target
+    has loss 0; blank last with no blank among the labels, float64 and float16 logits keep
+    the valid batch's loss (float16 to its rounding): the oracle "ref" computes these."""
+    from ctcbench.core.ctcmath import log_softmax
+    from ctcbench.runtime.malformed import reference_losses, valid_losses
+    probes = {p.name: p for p in PROBES}
+    b = probes["empty target"].change(valid_batch())
+    lp = log_softmax(b["logits"].astype(np.float64))  # (T, N, C)
+    assert reference_losses(b)[0] == pytest.approx(-lp[:, 0, 0].sum(), rel=1e-12)
+    assert reference_losses(probes["empty input and target"].change(valid_batch()))[0] == 0
+    valid = valid_losses()
+    assert reference_losses(probes["float64 logits"].change(valid_batch())) == \
+        pytest.approx(valid, rel=1e-12)
+    assert reference_losses(probes["float16 logits"].change(valid_batch())) == \
+        pytest.approx(valid, rel=1e-3)
