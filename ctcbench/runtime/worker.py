@@ -10,14 +10,13 @@ does not answer within ``timeout_s`` is killed and raises
 Exceptions the backend raises come back as themselves or as :class:`WorkerError`.
 
 The protocol (``python -m ctcbench.runtime.worker SPEC NAME``, length-prefixed JSON headers and
-``.npz`` arrays over pipes, no pickle; requests ``run``, ``bench`` and ``raw``) is described in
+``.npz`` arrays over pipes, no pickle; requests ``run``, ``bench``, ``raw``, ``call``) is in
 docs/backends-and-plugins.md. This module imports no registry: the worker rebuilds its
 backend from ``SPEC`` with :func:`ctcbench.runtime.factory.load_factory`.
 """
 from __future__ import annotations
 
 import atexit
-import io
 import json
 import os
 import select
@@ -43,6 +42,7 @@ from ctcbench.runtime.protocol import (
     call_raw,
     kernel_call,
 )
+from ctcbench.runtime.framing import pack, read_exact, unpack_arrays
 from ctcbench.runtime.threads import requested, worker_env
 from ctcbench.runtime.timing import CallTimes, time_calls
 
@@ -53,31 +53,6 @@ class WorkerError(RuntimeError):
     def __init__(self, message: str, remote_traceback: str = ""):
         super().__init__(message)
         self.remote_traceback = remote_traceback
-
-
-# -- framing --------------------------------------------------------------------------------
-def _pack(header: dict, arrays: dict | None = None) -> bytes:
-    head = json.dumps(header).encode()
-    blob = b""
-    if arrays:
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        blob = buf.getvalue()
-    return struct.pack(">I", len(head)) + head + struct.pack(">Q", len(blob)) + blob
-
-
-def _unpack_arrays(blob: bytes) -> dict:
-    if not blob:
-        return {}
-    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-        return {k: npz[k] for k in npz.files}
-
-
-def _read_exact_blocking(stream, n: int) -> bytes | None:
-    data = stream.read(n)
-    if len(data) < n:
-        return None
-    return data
 
 
 def _error_header(exc: BaseException) -> dict:
@@ -123,7 +98,7 @@ def _serve(spec: str, name: str) -> int:
     faulthandler.enable()  # a traceback in the stderr log when the process is killed by a signal
 
     def send(header, arrays=None):
-        proto_out.write(_pack(header, arrays))
+        proto_out.write(pack(header, arrays))
 
     try:
         impl = load_factory(spec)()
@@ -138,14 +113,21 @@ def _serve(spec: str, name: str) -> int:
     stored = None  # the problem of the last "bench" request that carried one
     timed_call = None  # what "bench" times for it (kernel_call), built once per problem
     while True:
-        raw = _read_exact_blocking(proto_in, 4)
+        raw = read_exact(proto_in, 4)
         if raw is None:
             return 0  # the parent closed the pipe
-        header = json.loads(_read_exact_blocking(proto_in, struct.unpack(">I", raw)[0]))
-        (size,) = struct.unpack(">Q", _read_exact_blocking(proto_in, 8))
-        arrays = _unpack_arrays(_read_exact_blocking(proto_in, size) if size else b"")
+        header = json.loads(read_exact(proto_in, struct.unpack(">I", raw)[0]))
+        (size,) = struct.unpack(">Q", read_exact(proto_in, 8))
+        arrays = unpack_arrays(read_exact(proto_in, size) if size else b"")
         if header["op"] == "raw":  # the arrays as sent, no CTCProblem: see _serve_raw
             send(*_serve_raw(impl, name, header, arrays))
+            continue
+        if header["op"] == "call":  # a method of the impl: arrays in, JSON out (decoders)
+            try:
+                value = getattr(impl, header["method"])(**arrays, **header["kwargs"])
+                send({"ok": True, "value": value})
+            except Exception as exc:
+                send(_error_header(exc))
             continue
         try:
             problem = _problem_from(header, arrays) if "logits" in arrays else stored
@@ -271,7 +253,7 @@ class _Worker:
                                  timeout_s=timeout_s) from None
         except _Died:
             raise self.crashed() from None
-        return header, _unpack_arrays(blob)
+        return header, unpack_arrays(blob)
 
     def crashed(self) -> BackendCrashed:
         try:
@@ -374,7 +356,7 @@ class IsolatedBackend:
             _workers.pop(key, None)
             raise
         try:
-            worker.send(_pack(header, arrays))
+            worker.send(pack(header, arrays))
             per_call = self.traits.timeout_s if timeout_s is None else timeout_s
             reply, out = worker.receive(per_call * calls)
         except _Died:
@@ -439,6 +421,15 @@ class IsolatedBackend:
         if reply["outcome"] == "raised":
             return RawOutcome("raised", error_type=reply["type"], message=reply["message"])
         return RawOutcome("returned", loss=out["loss"], grad_logits=out.get("grad_logits"))
+
+    def call(self, method: str, arrays: dict, *, timeout_s: float | None = None, **kwargs):
+        """``impl.method(**arrays, **kwargs)`` in the worker, for an impl that is no CTC
+        backend (a decoder): ``arrays`` name -> ndarray, ``kwargs`` JSON values; returns what
+        it returned, which must be JSON (lists, numbers, strings)."""
+        reply, _ = self._request({"op": "call", "method": method, "kwargs": kwargs},
+                                 {k: np.asarray(v) for k, v in arrays.items()},
+                                 timeout_s=timeout_s)
+        return reply["value"]
 
     def close(self) -> None:
         worker = _workers.pop((self.spec, self.name), None)
