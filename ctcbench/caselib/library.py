@@ -34,6 +34,7 @@ from ctcbench.errors import UnknownName, expect, fail
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 _FIELDS = {"name", "description", "provenance", "dtypes", "build", "expect", "variant",
            "ordering", "tolerance", "format"}
+DECODER_FOLDER = "decoders"  # the decoder case library (caselib.decoder_cases)
 FORMATS = (1, 2)  # format 2 adds the [case.expect] keys of caselib.expect_spec; 1 files still load
 
 
@@ -126,7 +127,8 @@ def parse_case(raw: dict, *, family: str, source: str) -> Case:
                 tolerances=tolerances, source=source)
 
 
-def _read(path, text: str) -> list[dict]:
+def read_case_file(path, text: str) -> list[dict]:
+    """The raw ``case`` tables of one .toml or .json file's ``text``."""
     name = getattr(path, "name", str(path))
     try:
         data = json.loads(text) if name.endswith(".json") else tomllib.loads(text)
@@ -149,7 +151,8 @@ def _case_files(folder, prefix: str = "") -> list:
                          f"{str(folder)!r} ({exc.strerror or type(exc).__name__})") from None
     files = [(prefix, p) for p in entries
              if p.name.endswith((".toml", ".json")) and p.name not in (KNOWN_ISSUES_FILE, ATLAS_FILE)]
-    for sub in sorted((p for p in entries if p.is_dir()), key=lambda p: p.name):
+    for sub in sorted((p for p in entries if p.is_dir() and p.name != DECODER_FOLDER),
+                      key=lambda p: p.name):  # cases/decoders/ holds decoder cases
         files += _case_files(sub, f"{prefix}/{sub.name}" if prefix else sub.name)
     return sorted(files, key=lambda f: f[1].name)
 
@@ -174,7 +177,7 @@ def load_cases(dirs=None) -> list[Case]:
                f"none in {folder}")
         for sub, path in files:
             family = path.name.rsplit(".", 1)[0]
-            for raw in _read(path, read_text(path, path.name)):
+            for raw in read_case_file(path, read_text(path, path.name)):
                 case = replace(parse_case(raw, family=family, source=path.name), folder=sub)
                 expect(case.name not in seen, f"{path.name}: case {case.name!r}",
                        "a unique name", f"a duplicate of one in {seen.get(case.name)}")

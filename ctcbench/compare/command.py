@@ -16,6 +16,9 @@ from ctcbench.settings import SettingsCommand, command_line_settings
 @list_option("--backend", "backends", metavar="NAME",
              help="Backends to check (repeatable); default every registered backend.")
 @function_options("Check")
+@list_option("--decoder", "decoders", metavar="NAME",
+             help="Decoders and aligners to check on the decoder cases (repeatable, or 'all'); "
+                  "default ctcbench's own when no --backend or --function is given.")
 @click.option("--case", "case_globs", multiple=True, metavar="GLOB",
               help="Case name or glob, also family/name (repeatable); default all.")
 @click.option("--dtype", "dtypes", multiple=True,
@@ -26,7 +29,7 @@ from ctcbench.settings import SettingsCommand, command_line_settings
 @baseline_options
 @format_option("table", "json", "csv")
 @click.pass_context
-def compare_cmd(ctx, backends, functions, convention, device, known_issues, case_globs, dtypes,
+def compare_cmd(ctx, backends, decoders, functions, convention, device, known_issues, case_globs, dtypes,
                 case_dirs, out, resume, save_baseline, baseline, fmt, **_settings):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
     from ctcbench.compare.run import compare
@@ -35,7 +38,7 @@ def compare_cmd(ctx, backends, functions, convention, device, known_issues, case
     result = compare(backends or None, list(case_globs) or None, list(dtypes) or None,
                      case_dirs=case_dirs or None, out=out, resume=resume,
                      functions=functions, convention=convention, device=device,
-                     known_issues=known_issues, save_baseline=save_baseline,
+                     known_issues=known_issues, save_baseline=save_baseline, decoders=decoders,
                      baseline=baseline, **command_line_settings(ctx, compare_settings()))
     finish_run(result, named=fmt == "table")  # the table's last line names the folder
     summary = result.summary

@@ -13,19 +13,23 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from ctcbench.caselib.decoder_cases import load_decoder_cases
 from ctcbench.caselib.known import load_known_issues
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.compare.baseline import against_baseline, load_baseline
 from ctcbench.compare.baseline import save_baseline as write_baseline
 from ctcbench.compare.checks import check, prepare_all
 from ctcbench.compare.config import CompareSettings
+from ctcbench.compare.decoders import (decoder_rows, default_decoders, expand, no_decoder_case,
+                                       select_decoder_cases)
 from ctcbench.compare.kind import KEY, KIND
-from ctcbench.compare.stale import stale_known_issues
+from ctcbench.compare.stale import regressions, stale_known_issues
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.errors import one_of
 from ctcbench.progress import Progress
+from ctcbench.runtime.decoders import check_decoder_names
 from ctcbench.runtime.functions import add_functions
 from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,
@@ -41,7 +45,8 @@ WARM_UP_SAID = 2.0  # seconds: a warm-up this slow is said on a line of its own,
 def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             resume: bool = False, progress: bool | None = None,
             functions=(), convention: str | None = None, device: str = "cpu",
-            known_issues=None, save_baseline=None, baseline=None, **options) -> RunResult:
+            known_issues=None, save_baseline=None, baseline=None, decoders=None,
+            **options) -> RunResult:
     """Check backends on cases; one tidy row per (backend, case, dtype, device).
 
     Args:
@@ -62,6 +67,9 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       save_baseline: write every checked row's numbers to this file (``compare.baseline``);
       baseline: such a file: a row whose numbers moved by more than ``max_change`` from it
         fails the run (``summary["baseline"]``), even within the tolerances.
+      decoders: decoder and aligner names (``"all"``: every registered one) to check on the
+        decoder case library (``ctcbench.compare.decoders``); default ctcbench's own when no
+        ``backends`` or ``functions`` are named, none otherwise. Named alone, only they run.
       options: the fields of :class:`ctcbench.compare.config.CompareSettings`: ``plot``
         (default True) also saves ``margins.png``, a heat map of error / tolerance
         (``compare.plot``); ``max_change`` (default 0), as above.
@@ -76,7 +84,10 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     saved = load_baseline(baseline) if baseline is not None else None
     if save_baseline is not None:
         check_output_file(save_baseline, "save_baseline", "a baseline", (".json",))
-    if cases is None or all(isinstance(c, str) for c in cases):
+    decoder_list, decoder_cases, cases = _decoders(decoders, backends or functions, cases)
+    if (decoders and not (backends or functions)) or cases == []:
+        cases = []  # decoders named alone, or only decoder cases asked for: no loss row
+    elif cases is None or all(isinstance(c, str) for c in cases):
         cases = select_cases(load_cases(case_dirs), cases or None)
     jobs = [(case, dtype) for case in cases for dtype in case.dtypes
             if dtypes is None or dtype in dtypes]
@@ -86,7 +97,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     added = add_functions(functions, convention=convention, device=device, known_issues=known,
                           say=bar.say)
     names = (list(dict.fromkeys([*(backends or ()), *added])) if backends or added
-             else backend_names())
+             else [] if decoders else backend_names())
     bar.note("loading backends")
     ready, failed = _load(names)
     # warm-ups (a numba compile: ~20-30 s cold) run while the cases build and the other
@@ -99,6 +110,12 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         raise
     with open_run(KIND, out, resume=resume) as run:
         df, kept = _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar)
+        if decoder_list:
+            bar.stage("compare decoders", total=len(decoder_list) * len(decoder_cases),
+                      unit="runs")
+            df = tidy(df_records(df) + decoder_rows(decoder_list, decoder_cases,
+                                                    append=run.log.append, update=bar.update))
+            bar.close()
         atomic_write(run.run_dir / "rows.csv", to_csv(df))
         atomic_write(run.run_dir / "rows.json", to_json(df_records(df), indent=1) + "\n")
         files = [run.run_dir / "rows.csv", run.run_dir / "rows.json"]
@@ -108,6 +125,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         summary = summarize(df, run.run_dir)
         summary["stale_known"] = stale_known_issues(
             df_records(df), {b.name: b for b in ready}, backend_versions(ready))
+        summary["regressions"] = regressions(df_records(df))
         raw = [r for r in run.rows()
                if r.get("status") in (Status.OK, Status.MISMATCH, Status.KNOWN)]
         if save_baseline is not None:
@@ -119,6 +137,24 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             summary["baseline"] = {"moved": moved, "compared": said}
             summary["failed"] = bool(summary["failed"] or moved)
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept), files=files)
+
+
+def _decoders(decoders, named_backends, cases) -> tuple[list[str], list, object]:
+    """The decoders a run checks, their cases, and the loss cases (or globs) left: checked
+    before any work. A glob that matches a decoder case selects it and no loss case."""
+    names = expand(decoders) if decoders else ([] if named_backends else default_decoders())
+    check_decoder_names(names, "decoder")
+    if not names:
+        return [], [], cases
+    library = load_decoder_cases()
+    globs = cases if cases and all(isinstance(c, str) for c in cases) else None
+    if not globs:
+        return names, library, cases
+    chosen = select_decoder_cases(library, globs)
+    if not chosen and decoders and not named_backends:
+        no_decoder_case(globs, library)
+    rest = [g for g in globs if not select_decoder_cases(library, [g])]
+    return names, chosen, rest if rest or not chosen else []
 
 
 def known_of(path, targets) -> dict[str, dict[str, str]]:

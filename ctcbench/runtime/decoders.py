@@ -32,6 +32,20 @@ BUILTIN_DECODERS: dict[str, str] = {
     "greedy": "ctcbench.backends.decoders:GreedyDecoder",
     "beam": "ctcbench.backends.decoders:PrefixBeamDecoder",  # float64 prefix beam search
     "viterbi": "ctcbench.backends.decoders:ViterbiAligner",  # forced alignment, exact
+    "tf-greedy": "ctcbench.backends.decode_tf:TFGreedyDecoder",  # tf.nn.ctc_greedy_decoder
+    "tf-beam": "ctcbench.backends.decode_tf:TFBeamDecoder",  # tf.nn.ctc_beam_search_decoder
+    "tf-beam-v1": "ctcbench.backends.decode_tf:TFBeamV1Decoder",  # merge_repeated=True
+    "keras-jax-greedy": "ctcbench.backends.decode_keras:KerasJaxGreedy",
+    "keras-jax-beam": "ctcbench.backends.decode_keras:KerasJaxBeam",
+    "keras-tf-greedy": "ctcbench.backends.decode_keras:KerasTFGreedy",
+    "keras-tf-beam": "ctcbench.backends.decode_keras:KerasTFBeam",
+    "keras-torch-greedy": "ctcbench.backends.decode_keras:KerasTorchGreedy",
+    "keras-torch-beam": "ctcbench.backends.decode_keras:KerasTorchBeam",
+    "fast-ctc-beam": "ctcbench.backends.decode_fastctc:FastCTCBeamDecoder",
+    "fast-ctc-viterbi": "ctcbench.backends.decode_fastctc:FastCTCViterbiDecoder",
+    "flashlight": "ctcbench.backends.decode_flashlight:FlashlightDecoder",  # log_add=False
+    "flashlight-logadd": "ctcbench.backends.decode_flashlight:FlashlightLogAddDecoder",
+    "ctc-segmentation": "ctcbench.backends.align_ctcseg:CTCSegmentationAligner",
 }
 REFERENCE_DECODER = "beam"  # exact at a beam of prefix_count(T, C)
 REFERENCE_ALIGNER = "viterbi"
@@ -60,6 +74,7 @@ class DecoderTraits:
     blank: str = "any"  # the blank index it takes natively ("any", "first", "last"): the
     # adapter maps the others; said on the page, never used by the judge
     conventions: str = ""  # one line for people: merge_repeated's meaning, score, scaling
+    dtype: str = "float64"  # what it computes scores in: the judge's tolerance (float32/64)
     isolated: bool = False
     packages: tuple[str, ...] = ()  # import names whose versions a run records
     timeout_s: float = 120.0  # isolated only: per call
@@ -70,7 +85,7 @@ class DecoderTraits:
         values = {f.name: getattr(impl, f.name) for f in fields(cls) if hasattr(impl, f.name)}
         name = type(impl).__name__
         for field_name, choices in (("role", ROLES), ("search", SEARCHES), ("score", SCORES),
-                                    ("ties", TIES)):
+                                    ("ties", TIES), ("dtype", ("float32", "float64"))):
             if field_name in values:
                 one_of(f"{name}.{field_name}", values[field_name], choices)
         return cls(**values)

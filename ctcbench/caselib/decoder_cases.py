@@ -1,0 +1,208 @@
+"""The decoder case library: problems for decoders and aligners, with their known answers.
+
+Files live in ``cases/decoders/`` (TOML or JSON, one family per file; the loss library skips
+that folder), in the loss cases' format: ``[[case]]`` with ``name``, ``description``,
+``provenance``, optional ``blank`` (default 0) and ``beam`` (an integer, or ``"exact"``, the
+default: ``prefix_count(T, C)`` of the longest sample, so no prefix is ever pruned), and
+
+* ``[[case.sample]]``: one sample each, ``probs`` (rows of per-frame probabilities, normalised
+  here) or ``logits`` (rows of scores, log-softmaxed here), and optionally ``labels``, the
+  most probable labelling worked out by hand, ``greedy``, the best path's labelling by hand,
+  and ``target``, the labelling an aligner is asked to align (default: ``labels``);
+* or ``[case.random]``: ``seed``, ``N``, ``T``, ``C``, ``scale`` (logits N(0, scale)) and
+  optionally ``peaked`` (a margin added along one path of a random target of ``L`` labels;
+  that target is each sample's ``labels`` and ``target`` where the path alone has
+  probability > 1/2, which makes it the most probable labelling; a case where it is not is
+  refused).
+
+Padded frames (past a sample's length) hold one label at near certainty, so a decoder that
+reads them decodes that label and is caught.
+"""
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ctcbench.caselib import fields as F
+from ctcbench.caselib.library import DECODER_FOLDER as FOLDER
+from ctcbench.caselib.library import read_case_file
+from ctcbench.core.ctcmath import collapse, log_softmax, minimal_path
+from ctcbench.core.decoding import path_score, prefix_count
+from ctcbench.errors import expect, fail
+from ctcbench.files import read_text
+
+_FIELDS = {"name", "description", "provenance", "blank", "beam", "sample", "random"}
+_SAMPLE = {"probs", "logits", "labels", "greedy", "target"}
+_RANDOM = {"seed", "N", "T", "C", "scale", "peaked", "L"}
+PAD_LOGIT = 30.0  # a padded frame: this logit on one label, 0 elsewhere
+
+
+@dataclass(frozen=True)
+class DecoderCase:
+    name: str
+    description: str
+    provenance: str
+    family: str
+    samples: tuple[np.ndarray, ...]  # each (T_n, C) normalised log-probabilities
+    blank: int = 0
+    beam: int | str = "exact"
+    labels: tuple = ()  # per sample: the most probable labelling known by hand, or None
+    greedy: tuple = ()  # per sample: the best path's labelling known by hand, or None
+    targets: tuple = ()  # per sample: what an aligner aligns, or None (no aligner row)
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def C(self) -> int:
+        return self.samples[0].shape[1]
+
+    def batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(log_probs (T, N, C), lengths (N,))``, padded frames as ``PAD_LOGIT`` says."""
+        T = max(s.shape[0] for s in self.samples)
+        pad_label = 1 if self.blank != 1 else 0
+        pad = log_softmax(np.where(np.arange(self.C) == pad_label, PAD_LOGIT, 0.0))  # (C,)
+        out = np.tile(pad, (T, len(self.samples), 1))  # (T, N, C)
+        for n, s in enumerate(self.samples):
+            out[:len(s), n] = s
+        return out, np.array([len(s) for s in self.samples], dtype=np.int64)
+
+    def beam_width(self) -> int:
+        if self.beam != "exact":
+            return int(self.beam)
+        return max(prefix_count(len(s), self.C) for s in self.samples)
+
+
+def parse_decoder_case(raw: dict, *, family: str, source: str) -> DecoderCase:
+    """Validate one raw table; an error names the file, the case and the field."""
+    expect(isinstance(raw, dict), f"{source}: a case", "a table", type(raw).__name__)
+    name = raw.get("name")
+    where = f"{source}: case {name!r}" if name else f"{source}: a case"
+    unknown = sorted(set(raw) - _FIELDS)
+    expect(not unknown, where, f"only the fields {', '.join(sorted(_FIELDS))}", unknown)
+    expect(isinstance(name, str) and name.replace("_", "").replace("-", "").isalnum()
+           and name == name.lower(), f"{where} name", "lower-case letters, digits, '_' or '-'",
+           repr(name))
+    for key in ("description", "provenance"):
+        expect(isinstance(raw.get(key), str) and raw[key].strip() != "", f"{where} {key}",
+               "a non-empty string", repr(raw.get(key)))
+    expect(("sample" in raw) != ("random" in raw), where,
+           "either [[case.sample]] tables or one [case.random] table", sorted(raw))
+    beam = raw.get("beam", "exact")
+    if beam != "exact":
+        F.integer(beam, f"{where} beam", lo=1)
+    if "random" in raw:
+        samples, labels, targets = _random(raw["random"], f"{where} random")
+        greedy = (None,) * len(samples)
+        C = samples[0].shape[1]
+    else:
+        rows = raw["sample"]
+        expect(isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows),
+               f"{where} sample", "a non-empty list of sample tables", repr(rows)[:80])
+        samples, labels, greedy, targets = [], [], [], []
+        for i, row in enumerate(rows):
+            at = f"{where} sample[{i}]"
+            bad = sorted(set(row) - _SAMPLE)
+            expect(not bad, at, f"only the fields {', '.join(sorted(_SAMPLE))}", bad)
+            expect(("probs" in row) != ("logits" in row), at, "one of probs or logits",
+                   sorted(row))
+            samples.append(_frames(row, at, samples[0].shape[1] if samples else None))
+        C = samples[0].shape[1]
+    blank = F.integer(raw.get("blank", 0), f"{where} blank", lo=0, hi=C - 1)
+    if "sample" in raw:
+        for i, row in enumerate(raw["sample"]):
+            at = f"{where} sample[{i}]"
+            known = {k: None if k not in row else tuple(F.int_list(
+                row[k], f"{at}.{k}", lo=0, hi=C - 1, blank=blank)) for k in
+                ("labels", "greedy", "target")}
+            labels.append(known["labels"])
+            greedy.append(known["greedy"])
+            targets.append(known["target"] if known["target"] is not None else known["labels"])
+    for i, (s, t) in enumerate(zip(samples, targets)):
+        if t is not None:
+            expect(len(minimal_path(t, blank=blank)) <= len(s), f"{where} sample[{i}].target",
+                   f"a target with a path in its {len(s)} frames", list(t))
+    return DecoderCase(name, raw["description"].strip(), raw["provenance"].strip(), family,
+                       tuple(samples), blank, beam, tuple(labels), tuple(greedy),
+                       tuple(targets), source)
+
+
+def _frames(row: dict, where: str, width) -> np.ndarray:
+    key = "probs" if "probs" in row else "logits"
+    values = F.table(row[key], f"{where}.{key}", width=width)
+    expect(values.shape[0] >= 1 and values.shape[1] >= 2, f"{where}.{key}",
+           "at least one frame of at least two classes", f"shape {values.shape}")
+    if key == "logits":
+        expect(bool(np.isfinite(values).all()), f"{where}.logits", "finite numbers",
+               "a NaN or inf")
+        return log_softmax(values)
+    expect(bool((values >= 0).all() & np.isfinite(values).all()), f"{where}.probs",
+           "finite non-negative probabilities", "a negative, NaN or inf entry")
+    sums = values.sum(axis=1, keepdims=True)
+    expect(bool((sums > 0).all()), f"{where}.probs", "rows with a positive sum", "a zero row")
+    with np.errstate(divide="ignore"):
+        return np.log(values / sums)
+
+
+def _random(spec, where: str):
+    expect(isinstance(spec, dict), where, "a table", repr(spec))
+    bad = sorted(set(spec) - _RANDOM)
+    expect(not bad, where, f"only the fields {', '.join(sorted(_RANDOM))}", bad)
+    rng = np.random.default_rng(F.integer(spec.get("seed", 0), f"{where}.seed", lo=0))
+    N = F.integer(spec.get("N", 1), f"{where}.N", lo=1, hi=64)
+    T = F.integer(spec.get("T"), f"{where}.T", lo=1, hi=100_000)
+    C = F.integer(spec.get("C"), f"{where}.C", lo=2, hi=10_000)
+    scale = F.number(spec.get("scale", 1.0), f"{where}.scale", lo=0)
+    logits = rng.normal(size=(N, T, C)) * scale
+    if "peaked" not in spec:
+        return [log_softmax(x) for x in logits], [None] * N, [None] * N
+    margin = F.number(spec["peaked"], f"{where}.peaked", lo=0, lo_open=True)
+    L = F.integer(spec.get("L"), f"{where}.L", lo=0, hi=T // 2)
+    samples, labels = [], []
+    for n in range(N):
+        target = tuple(int(k) for k in rng.integers(1, C, size=L))  # blank 0 never drawn
+        path = _random_path(rng, target, T)
+        x = logits[n].copy()
+        x[np.arange(T), path] += margin
+        lp = log_softmax(x)
+        if path_score(lp, path) <= np.log(0.5):
+            fail(f"{where}.peaked", "a margin that gives the planted path probability > 1/2",
+                 f"{margin:g} (sample {n}: P(path) = {np.exp(path_score(lp, path)):.3g})")
+        assert collapse(path) == target
+        samples.append(lp)
+        labels.append(target)
+    return samples, labels, list(labels)
+
+
+def _random_path(rng, target, T: int) -> np.ndarray:
+    """A path of ``T`` frames collapsing to ``target`` (blank 0): the minimal path with the
+    spare frames spread at random over its positions."""
+    base = minimal_path(target)
+    counts = 1 + np.bincount(rng.integers(0, len(base), size=T - len(base)),
+                             minlength=len(base))
+    return np.repeat(base, counts)
+
+
+def load_decoder_cases(dirs=None) -> list[DecoderCase]:
+    """Every decoder case in ``dirs`` (folders of .toml/.json files) or the built-in library."""
+    if isinstance(dirs, (str, Path)):
+        dirs = [dirs]
+    folders = [Path(d) for d in dirs] if dirs else [
+        importlib.resources.files("ctcbench.cases") / FOLDER]
+    cases, seen = [], {}
+    for folder in folders:
+        expect(folder.is_dir(), "decoder cases", "a folder of .toml/.json case files",
+               str(folder))
+        for path in sorted((p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))),
+                           key=lambda p: p.name):
+            family = path.name.rsplit(".", 1)[0]
+            raws = read_case_file(path, read_text(path, path.name))
+            for raw in raws:
+                case = parse_decoder_case(raw, family=family, source=path.name)
+                expect(case.name not in seen, f"{path.name}: case {case.name!r}",
+                       "a unique name", f"a duplicate of one in {seen.get(case.name)}")
+                seen[case.name] = path.name
+                cases.append(case)
+    return cases

@@ -1,0 +1,119 @@
+"""``compare``'s decoder rows: every decoder and aligner on the decoder case library.
+
+One row per (decoder, case), in compare's columns: ``status`` ok / mismatch (the judge's
+findings, ``ctcbench.caselib.decoder_judge``, in ``reason``) / error (it raised) / crashed /
+timeout / skipped (unavailable here, with the install hint). ``dtype`` is what the decoder
+computes in, ``oracle`` where the right answer came from.
+"""
+from __future__ import annotations
+
+import fnmatch
+import time
+
+from ctcbench.caselib.decoder_cases import DecoderCase
+from ctcbench.caselib.decoder_judge import (BRUTE_FORCE_PATHS, aligner_target, judge_aligner,
+                                            judge_decoder)
+from ctcbench.errors import fail
+from ctcbench.runtime.decoders import decoder_names, get_decoder
+from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, BackendUnavailable
+from ctcbench.runtime.status import Status
+
+ALL = "all"  # --decoder all: every registered decoder and aligner
+SAID_FINDINGS = 3  # findings a row's reason spells out; the rest are counted
+
+
+def default_decoders() -> list[str]:
+    """What ``compare`` checks with no ``--decoder``: the decoders that run in this process
+    (ctcbench's own; a framework's decoder starts a worker, so it is asked for by name)."""
+    out = []
+    for name in decoder_names():
+        try:
+            if not get_decoder(name).traits.isolated:
+                out.append(name)
+        except Exception:  # unavailable or broken: asked for by name, it gets its row
+            pass
+    return out
+
+
+def expand(names) -> list[str]:
+    """``--decoder`` values: names, or ``all``."""
+    names = list(names or ())
+    return decoder_names() if ALL in names else names
+
+
+def select_decoder_cases(cases: list[DecoderCase], globs) -> list[DecoderCase]:
+    """Cases matching any glob by ``name`` or ``decoders/family/name``; all without globs."""
+    if not globs:
+        return list(cases)
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.name, g)
+                                    or fnmatch.fnmatchcase(f"decoders/{c.family}/{c.name}", g)
+                                    or fnmatch.fnmatchcase(f"{c.family}/{c.name}", g)
+                                    for g in globs)]
+
+
+def no_decoder_case(globs, cases) -> None:
+    fail("case", "a glob matching at least one decoder case, such as 'decoders/*' of the "
+         f"families {', '.join(sorted({c.family for c in cases}))}", repr(list(globs)))
+
+
+def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None) -> list[dict]:
+    """The rows of ``names`` on ``cases``; each row goes to ``append`` as it is made."""
+    rows = []
+    for name in names:
+        try:
+            decoder = get_decoder(name)
+        except BackendUnavailable as exc:
+            row = _row(name, "*", Status.SKIPPED, str(exc))
+            rows.append(row)
+            append(row)
+            update(len(cases))
+            continue
+        try:
+            for case in cases:
+                row = check_decoder_case(decoder, case)
+                rows.append(row)
+                append(row)
+                update()
+        finally:
+            decoder.close()
+    return rows
+
+
+def check_decoder_case(decoder, case: DecoderCase) -> dict:
+    """One row: ``decoder`` (a ``LoadedDecoder``) on ``case``, judged."""
+    traits = decoder.traits
+    start = time.perf_counter()
+    try:
+        if traits.role == "aligner":
+            got = [decoder.align(lp, aligner_target(case, n), blank=case.blank)
+                   for n, lp in enumerate(case.samples)]
+            findings = judge_aligner(traits, case, got)
+        else:
+            log_probs, lengths = case.batch()
+            beam = case.beam_width()
+            hyps = decoder.decode(log_probs, lengths, blank=case.blank, beam=beam)
+            findings = judge_decoder(traits, case, hyps, beam=beam)
+    except BackendCrashed as exc:
+        return _row(decoder.name, case, Status.CRASHED, str(exc), traits)
+    except BackendTimeout as exc:
+        return _row(decoder.name, case, Status.TIMEOUT, str(exc), traits)
+    except Exception as exc:
+        return _row(decoder.name, case, Status.ERROR, f"{type(exc).__name__}: {exc}"[:600],
+                    traits)
+    seconds = time.perf_counter() - start
+    if not findings:
+        return _row(decoder.name, case, Status.OK, None, traits, seconds)
+    said = "; ".join(str(f) for f in findings[:SAID_FINDINGS])
+    more = len(findings) - SAID_FINDINGS
+    return _row(decoder.name, case, Status.MISMATCH,
+                said + (f"; and {more} more" if more > 0 else ""), traits, seconds)
+
+
+def _row(name, case, status, reason, traits=None, seconds=None) -> dict:
+    small = case != "*" and all(s.shape[1] ** s.shape[0] <= BRUTE_FORCE_PATHS
+                                for s in case.samples)
+    return {"backend": name, "case": case if case == "*" else case.name,
+            "dtype": traits.dtype if traits else "*", "device": "cpu" if traits else "-",
+            "status": status, "reason": reason, "time_s": seconds,
+            "family": None if case == "*" else f"decoders/{case.family}",
+            "oracle": None if case == "*" else ("brute force" if small else "reference")}

@@ -1,0 +1,48 @@
+"""The judge names each planted fault, and passes ctcbench's own decoders on every case."""
+import pytest
+
+from ctcbench.caselib.decoder_cases import load_decoder_cases
+from ctcbench.compare.decoders import check_decoder_case
+from ctcbench.runtime.decoders import LoadedDecoder, DecoderTraits, get_decoder
+from ctcbench.runtime.status import Status
+
+from tests.decoding import faulty_decoders as faulty
+
+CASES = {c.name: c for c in load_decoder_cases()}
+
+
+def _row(impl, case):
+    return check_decoder_case(LoadedDecoder(type(impl).__name__, impl, DecoderTraits.of(impl)),
+                              CASES[case])
+
+
+@pytest.mark.parametrize("name", ["greedy", "beam", "viterbi"])
+def test_our_decoders_pass_every_case(name):
+    decoder = get_decoder(name)
+    for case in CASES.values():
+        row = check_decoder_case(decoder, case)
+        assert row["status"] == Status.OK, (case.name, row["reason"])
+
+
+@pytest.mark.parametrize("impl, case, words", [
+    (faulty.EmptyGreedy(), "blank_first_and_last", "empty output"),
+    (faulty.BlankKeptGreedy(), "blank_first_and_last", "the blank (class 0) left in"),
+    (faulty.BlanksFirstGreedy(), "repeat_across_blank", "repeats merged across a blank"),
+    (faulty.BlanksFirstGreedy(), "abccd_merged_after_blank_removal",
+     "repeats merged across a blank"),
+    (faulty.NoMergeGreedy(), "repeat_without_blank", "repeats not merged"),
+    (faulty.LastClassBlankGreedy(), "blank_first_and_last", "class 2 treated as the blank"),
+    (faulty.PaddingReadingGreedy(), "ragged_batch", "expected"),
+    (faulty.DoubleMergeBeam(), "repeat_across_blank", "repeats merged across a blank"),
+    (faulty.OverScoringBeam(), "random_small", "scored"),
+    (faulty.ShiftedLabelsBeam(), "blank_first_and_last", "labels shifted by -1"),
+])
+def test_each_planted_fault_is_named(impl, case, words):
+    row = _row(impl, case)
+    assert row["status"] == Status.MISMATCH
+    assert words in row["reason"], row["reason"]
+
+
+def test_a_fault_is_not_seen_where_it_changes_nothing():
+    # no repeat and no blank between labels: merging order cannot matter
+    assert _row(faulty.BlanksFirstGreedy(), "all_blank")["status"] == Status.OK
