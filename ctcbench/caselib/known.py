@@ -12,9 +12,13 @@ import dataclasses
 import fnmatch
 import functools
 import importlib.resources
+import re
 import tomllib
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.errors import expect, fail
@@ -58,6 +62,38 @@ def _globs(what: str, matching: tuple[str, ...] = ()):
     return check
 
 
+# where an entry's upstream thread (issue, PR, advisory) stood when it was last read
+UPSTREAM_STATES = ("open", "closed", "merged", "published", "not found")
+_RELEASE = re.compile(r"(?P<dist>[A-Za-z][A-Za-z0-9._-]*) (?P<version>[0-9][^ ]*)")
+_FIX = re.compile(r"[\w.-]+/[\w.-]+ (PR#[0-9]+|@[0-9a-f]{7,40})")
+
+
+def release_of(fixed_in: str) -> tuple[str, Version] | None:
+    """``"torch 2.4.0"`` -> ``("torch", Version("2.4.0"))``; None for a PR or a commit."""
+    m = _RELEASE.fullmatch(fixed_in)
+    try:
+        return (m["dist"], Version(m["version"])) if m else None
+    except InvalidVersion:
+        return None
+
+
+def _fixed_in(value, where: str) -> str:
+    expect(isinstance(value, str) and (release_of(value) is not None
+                                       or _FIX.fullmatch(value) is not None), where,
+           "a release 'DIST VERSION' (torch 2.4.0) or a fix 'OWNER/REPO PR#N' or "
+           "'OWNER/REPO@COMMIT'", repr(value))
+    return value
+
+
+def _date(value, where: str) -> str:
+    try:
+        ok = isinstance(value, str) and date.fromisoformat(value).isoformat() == value
+    except ValueError:
+        ok = False
+    expect(ok, where, "a date YYYY-MM-DD (a string)", repr(value))
+    return value
+
+
 def _key(check=_text, default=dataclasses.MISSING):
     """A row's field as a key of its file: required unless it has a default."""
     return dataclasses.field(default=default, metadata={"check": check})
@@ -95,7 +131,10 @@ class AtlasEntry:
     (``source``, ``url``), the releases it is known in and fixed in, and how it is tried:
     a case of the library (``backend``, ``case``, ``dtype``: that row), or a ``probe`` of
     ``ctcbench.runtime.malformed`` on ``backend``'s own call, the bug being present when the
-    call ``shows`` one of the signs listed; or ``not_tried``, why it cannot be tried here."""
+    call ``shows`` one of the signs listed; or ``not_tried``, why it cannot be tried here.
+    ``upstream_state``, ``checked`` and ``upstream_note``: where the upstream thread (``url``
+    where it is one, else the first one ``source`` names) stood on the day it was read; ``fixed_in`` is a
+    release ``DIST VERSION`` or a fix ``OWNER/REPO PR#N`` (``release_of`` tells which)."""
 
     id: str = _key()
     implementation: str = _key()
@@ -104,7 +143,10 @@ class AtlasEntry:
     source: str = _key()
     url: str | None = _key(_url, None)
     known_in: str | None = _key(default=None)
-    fixed_in: str | None = _key(default=None)
+    fixed_in: str | None = _key(_fixed_in, None)  # as the thread or release notes say
+    upstream_state: str | None = _key(_one_of(UPSTREAM_STATES), None)  # the thread's state,
+    checked: str | None = _key(_date, None)  # on this date, when it was read
+    upstream_note: str | None = _key(default=None)  # what the thread says of a fix
     backend: str | None = _key(default=None)
     case: str | None = _key(default=None)
     dtype: str | None = _key(_one_of(FLOAT_DTYPES), None)
@@ -132,8 +174,10 @@ class _Kind:
 
 
 _ISSUES = _Kind(FILE_NAME, "issue", KnownIssue)
-_ATLAS = _Kind(ATLAS_FILE, "entry", AtlasEntry, together=(("case", "dtype"), ("probe", "shows")),
-               needs=(("case", "backend"), ("probe", "backend"), ("backend", "case|probe")),
+_ATLAS = _Kind(ATLAS_FILE, "entry", AtlasEntry,
+               together=(("case", "dtype"), ("probe", "shows"), ("upstream_state", "checked")),
+               needs=(("case", "backend"), ("probe", "backend"), ("backend", "case|probe"),
+                      ("upstream_note", "upstream_state")),
                unique="id")
 
 
@@ -152,8 +196,9 @@ def _row(kind: _Kind, raw, where: str):
         expect(len(given) in (0, len(group)), where, f"all of {', '.join(group)} or none",
                f"only {', '.join(given)}")
     for key, needed in kind.needs:
-        expect(key not in raw or any(k in raw for k in needed.split("|")), where,
-               f"{' or '.join(needed.split('|'))} beside {key}", f"no {needed.replace('|', ' or ')}")
+        alternatives = needed.split("|")
+        expect(key not in raw or any(k in raw for k in alternatives), where,
+               f"{' or '.join(alternatives)} beside {key}", f"no {' or '.join(alternatives)}")
     return kind.row(**{f.name: f.metadata["check"](raw[f.name], f"{where}.{f.name}")
                        for f in fields if f.name in raw})
 

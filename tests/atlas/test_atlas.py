@@ -4,6 +4,7 @@ on this stack are run."""
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -31,6 +32,22 @@ def test_every_entry_cites_an_upstream_address_or_ctcbench_s_own_measurement():
     """A stranger can check each entry: it links upstream, or ctcbench measured it."""
     unsourced = [e.id for e in ENTRIES if not e.url and "measured by ctcbench" not in e.source]
     assert not unsourced, unsourced
+
+
+THREAD = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull|security/advisories)/")
+
+
+def test_every_entry_on_an_upstream_thread_says_where_it_stood_and_when():
+    """An entry whose url is an issue, a PR or an advisory has the thread's state and the day
+    it was read; a fix in fixed_in is a release or names its repository's PR or commit."""
+    undated = [e.id for e in ENTRIES if e.url and THREAD.match(e.url)
+               and not (e.upstream_state and e.checked)]
+    assert not undated, undated
+    for e in (e for e in ENTRIES if e.fixed_in):
+        assert re.fullmatch(r"[\w.-]+ \d[\w.+!-]*|[\w.-]+/[\w.-]+ (PR#\d+|@[0-9a-f]{7,40})",
+                            e.fixed_in), e.id
+        if e.upstream_state:
+            assert e.upstream_state != "not found", e.id  # a fix is only what a thread says
 
 
 def test_tryable_entries_name_a_builtin_backend_and_a_case_in_its_dtype():
@@ -74,6 +91,24 @@ ENTRY = ('format = 1\n[[entry]]\nid = "a"\nimplementation = "x"\nproblem = "p"\n
      "atlas.toml: entry[0].dtype: expected one of float16, bfloat16, float32, float64, "
      "got 'float8'"),
     (ENTRY + ENTRY[len("format = 1\n"):], "atlas.toml: entry ids: expected each id once, got a"),
+    (ENTRY + 'upstream_state = "fixed"\nchecked = "2026-12-04"\n',
+     "atlas.toml: entry[0].upstream_state: expected one of open, closed, merged, published, "
+     "not found, got 'fixed'"),
+    (ENTRY + 'upstream_state = "open"\n',
+     "atlas.toml: entry[0]: expected all of upstream_state, checked or none, got only "
+     "upstream_state"),
+    (ENTRY + 'upstream_state = "open"\nchecked = "2026-13-04"\n',
+     "atlas.toml: entry[0].checked: expected a date YYYY-MM-DD (a string), got '2026-13-04'"),
+    (ENTRY + 'upstream_state = "open"\nchecked = 2026-12-04\n',
+     "atlas.toml: entry[0].checked: expected a date YYYY-MM-DD (a string), got "
+     "datetime.date(2026, 12, 4)"),
+    (ENTRY + 'upstream_note = "closed"\n',
+     "atlas.toml: entry[0]: expected upstream_state beside upstream_note, got no "
+     "upstream_state"),
+    (ENTRY + 'fixed_in = "soon"\n',
+     "atlas.toml: entry[0].fixed_in: expected a release 'DIST VERSION' (torch 2.4.0) or a fix "
+     "'OWNER/REPO PR#N' or 'OWNER/REPO@COMMIT', got 'soon'"),
+    (ENTRY + 'fixed_in = "PR#123"\n', "atlas.toml: entry[0].fixed_in: expected a release"),
 ])
 def test_a_malformed_atlas_is_one_error_naming_the_field(tmp_path, text, message):
     (tmp_path / "atlas.toml").write_text(text)
@@ -89,8 +124,18 @@ def test_a_well_formed_entry_keeps_its_fields(tmp_path):
     bare, tried = load_atlas(tmp_path / "atlas.toml")
     assert (bare.url, bare.known_in, bare.fixed_in, bare.case, bare.tryable) \
         == (None, None, None, None, False)
+    assert (bare.upstream_state, bare.checked, bare.upstream_note) == (None, None, None)
     assert (tried.id, tried.backend, tried.case, tried.dtype, tried.tryable) \
         == ("b", "tf", "tf_basic", "float32", True)
+
+
+def test_an_entry_keeps_where_its_thread_stood(tmp_path):
+    (tmp_path / "atlas.toml").write_text(
+        ENTRY + 'fixed_in = "torch 2.4.0"\nupstream_state = "closed"\nchecked = "2026-12-04"\n'
+        'upstream_note = "closed by PR#1"\n')
+    (entry,) = load_atlas(tmp_path / "atlas.toml")
+    assert (entry.fixed_in, entry.upstream_state, entry.checked, entry.upstream_note) \
+        == ("torch 2.4.0", "closed", "2026-12-04", "closed by PR#1")
 
 
 def test_entries_that_reproduce_here_are_run(tmp_path, monkeypatch):
