@@ -21,12 +21,12 @@ from ctcbench.drivers import finish_run
 @format_option("table", "json")
 def atlas(backend_names, versions, versions_cache, out, resume, fmt):
     """Try each known CTC bug of the atlas on the installed stack: reproduces, fixed, or not."""
-    from ctcbench.atlas.run import atlas as run_atlas, table_text
+    from ctcbench.atlas.run import atlas as run_atlas, records, table_text
     from ctcbench.files import to_json
     result = finish_run(run_atlas(list(backend_names) or None, out=out, resume=resume,
                                   versions=versions, versions_cache=versions_cache),
                         named=fmt == "table")
-    rows = result.rows.to_dict("records")
+    rows = records(result)
     if fmt == "json":
         click.echo(to_json({"summary": result.summary, "rows": rows}, indent=1))
         return

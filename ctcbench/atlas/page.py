@@ -18,4 +18,5 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     matrices = json.loads(versions.read_text(encoding="utf-8")) if versions.is_file() else {}
     for m in matrices.values():
         m["entries"] = sorted({k for t in m["versions"].values() for k in t if k != "release"})
-    return {"rows": rows, "counts": counts, "versions": matrices}
+    regressions = [r for r in rows if r.get("regression")]  # reproduces although fixed
+    return {"rows": rows, "counts": counts, "versions": matrices, "regressions": regressions}

@@ -6,10 +6,14 @@ runs it, one compare run per backend in the folder's ``compare/<backend>``: a fa
 ``ok`` row that it is *fixed* here, a ``skipped`` or ``unsupported`` row that it *cannot be
 tried* here (the row's reason says why: no GPU, a package missing). An entry with a probe is
 tried by ``ctcbench.atlas.probes``. An entry with neither is *not tried*: ``gpu only``, or
-``cannot try`` with its ``not_tried`` reason, or ``no case``.
+``cannot try`` with its ``not_tried`` reason, or ``no case``. An entry that reproduces although
+its ``fixed_in`` names a release at or below the installed one is a *regression*
+(``ctcbench.compare.stale.fixed_in_check``): its row's ``regression``, and
+``summary["regressions"]``.
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import pandas as pd
@@ -19,6 +23,7 @@ from ctcbench.atlas.probes import try_probes
 from ctcbench.atlas.versions import DEFAULT_CACHE, parse_versions, version_matrix
 from ctcbench.caselib.known import load_atlas
 from ctcbench.compare.run import compare
+from ctcbench.compare.stale import fixed_in_check
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.status import FAILING, Status
@@ -89,7 +94,10 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None, versio
             row = {"id": e.id, "implementation": e.implementation, "device": e.device,
                    "backend": e.backend, "case": e.case, "dtype": e.dtype, "probe": e.probe,
                    "problem": e.problem, "source": e.source, "url": e.url,
-                   "known_in": e.known_in, "fixed_in": e.fixed_in}
+                   "known_in": e.known_in, "fixed_in": e.fixed_in,
+                   "upstream_state": e.upstream_state, "checked": e.checked,
+                   "upstream_note": e.upstream_note, "regression": None,
+                   "fixed_in_check": None}
             if not e.tryable:
                 row.update(_untried(e))
             elif backends and e.backend not in backends:
@@ -100,6 +108,8 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None, versio
             else:
                 status, reason = _status(found.get((e.backend, e.case, e.dtype)))
                 row.update(status=status, reason=reason)
+            if row["status"] == Outcome.REPRODUCES:
+                row["regression"], row["fixed_in_check"] = fixed_in_check(e)
             run.log.append(row)
             rows.append(row)
         order = {e.id: i for i, e in enumerate(entries)}
@@ -108,6 +118,8 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None, versio
         atomic_write(run.run_dir / "rows.json", to_json(all_rows, indent=1) + "\n")
         summary = {s: sum(r.get("status") == s for r in all_rows) for s in Outcome}
         summary["entries"] = len(all_rows)
+        summary["regressions"] = [f"{r['id']}: {r['regression']}" for r in all_rows
+                                  if r.get("regression")]
         files = [run.run_dir / "rows.json"]
         if versions:  # in the open folder, its lock held; progress on stderr
             summary["versions"] = {m["framework"]: m for m in (
@@ -118,6 +130,13 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None, versio
                                       to_json(summary["versions"], indent=1) + "\n"))
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept),
                      files=files)
+
+
+def records(result: RunResult) -> list[dict]:
+    """The rows for JSON: an absent field is None (an atlas row holds no numbers, so a NaN
+    is only the frame's mark for a field some rows lack)."""
+    return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+            for r in result.rows.to_dict("records")]
 
 
 def table_text(result: RunResult) -> str:
@@ -131,8 +150,8 @@ def table_text(result: RunResult) -> str:
                  else f"{r['backend']} raw call: {r['probe']}" if isinstance(r.get("probe"), str)
                  else "")
         lines.append(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {tried}".rstrip())
-    counts = ", ".join(f"{v} {k}" for k, v in result.summary.items()
-                       if k not in ("entries", "versions") and v)
+    counts = ", ".join(f"{v} {k}" for k, v in result.summary.items() if k in set(Outcome) and v)
+    lines += [f"regression: {line}" for line in result.summary.get("regressions", [])]
     for m in result.summary.get("versions", {}).values():
         lines += ["", f"{m['framework']} releases: " + "; ".join(
             f"{v} {t['release']}" for v, t in m["versions"].items())]

@@ -1,11 +1,29 @@
-"""Known issues that no longer reproduce: a row that passes although a known issue claims it
-(``cases/known_issues.toml``, a plugin's ``known_issues``, or ``--known-issues`` for a
-``--function``). The gate does not fail on it (an upstream fix is good news), but it is said,
-so a list of known failures cannot go stale silently."""
+"""What the tables of known CTC bugs say against what the installed stack does.
+
+* Known issues that no longer reproduce: a row that passes although a known issue claims it
+  (``cases/known_issues.toml``, a plugin's ``known_issues``, or ``--known-issues`` for a
+  ``--function``). The gate does not fail on it (an upstream fix is good news), but it is
+  said, so a list of known failures cannot go stale silently.
+* Regressions: an atlas entry (``cases/atlas.toml``) that reproduces here although its
+  ``fixed_in`` names a release of its framework at or below the installed one. A ``fixed_in``
+  that is a PR or a commit names no release, so it cannot be compared: that is said, and
+  nothing is flagged. The installed release is the distribution's metadata
+  (``importlib.metadata``), the one the running process imports.
+"""
 from __future__ import annotations
 
+import importlib.metadata
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ctcbench.caselib.known import known_issue, load_atlas, release_of
 from ctcbench.compare.checks import known_reason
-from ctcbench.runtime.status import Status
+from ctcbench.runtime.status import FAILING, Status
+
+# one framework, several wheels: a release of the first is a release of each
+WHEELS = {"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu")}
+_SHOWS = (Status.KNOWN, *FAILING)  # rows on which a bug shows: failing, or failing as known
 
 
 def stale_known_issues(rows, backends, versions: dict) -> list[str]:
@@ -24,4 +42,60 @@ def stale_known_issues(rows, backends, versions: dict) -> list[str]:
                        if d != "ctcbench")
         out.append(f"{r['backend']}/{r['case']}/{r['dtype']}: listed as known ({why}) but "
                    f"passes" + (f" on {on}" if on else ""))
+    return out
+
+
+def installed(dist: str) -> tuple[str, Version] | None:
+    """The installed wheel of ``dist``'s framework and its release, or None."""
+    name = canonicalize_name(dist)
+    for wheel in WHEELS.get(name, (name,)):
+        try:
+            return wheel, Version(importlib.metadata.version(wheel))
+        except (importlib.metadata.PackageNotFoundError, InvalidVersion):
+            continue
+    return None
+
+
+def fixed_in_check(entry) -> tuple[str | None, str | None]:
+    """For an entry that reproduces here: (the regression, or None; what was compared, or
+    why nothing could be). Both None without a ``fixed_in``."""
+    if not entry.fixed_in:
+        return None, None
+    per = entry.url or entry.source
+    release = release_of(entry.fixed_in)
+    if release is None:
+        return None, (f"fixed in {entry.fixed_in} per {per}: a PR or commit, not a release, "
+                      "so it cannot be compared with the installed one")
+    dist, fixed = release
+    have = installed(dist)
+    if have is None:
+        return None, f"fixed in {entry.fixed_in}: {dist} is not installed here to compare"
+    wheel, version = have
+    if version >= fixed:
+        return (f"fixed in {entry.fixed_in} per {per}, reproduces on {wheel} {version}",
+                f"{wheel} {version} is at or past {entry.fixed_in}: a regression")
+    return None, f"fixed in {entry.fixed_in}, after the installed {wheel} {version}"
+
+
+def regressions(rows, entries=None, issues=None) -> list[str]:
+    """One line per atlas entry (``entries``, default the built-in atlas) flagged as a
+    regression by a row of compare that shows its bug: the entry's own backend, case and
+    dtype, or a known issue (``issues``, default the built-in table) naming the entry."""
+    entries = load_atlas() if entries is None else tuple(entries)
+    by_id = {e.id: e for e in entries}
+    shown: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("status") not in _SHOWS:
+            continue
+        key = (r.get("backend"), r.get("case"), r.get("dtype"))
+        ids = [e.id for e in entries if e.case is not None and (e.backend, e.case, e.dtype) == key]
+        issue = known_issue(*key, issues)
+        ids += [issue.atlas] if issue is not None and issue.atlas in by_id else []
+        for eid in dict.fromkeys(ids):
+            shown.setdefault(eid, []).append("/".join(map(str, key)))
+    out = []
+    for eid, seen in shown.items():
+        flag, _ = fixed_in_check(by_id[eid])
+        if flag:
+            out.append(f"{eid}: {flag} (rows {', '.join(dict.fromkeys(seen))})")
     return out

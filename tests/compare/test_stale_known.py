@@ -1,15 +1,25 @@
 """A known issue that no longer reproduces is said, not failed: a correct CTC function whose
 known_issues.toml still lists a case it now passes, beside its planted-bug twin, for which the
-listed case still fails (the known answer is the oracle of both)."""
+listed case still fails (the known answer is the oracle of both). And a row that still fails
+although its atlas entry says a release at or below the installed one fixed it is a
+regression."""
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import shutil
+import tomllib
 from pathlib import Path
 
+import pytest
+
+from ctcbench.caselib.known import load_atlas
 from ctcbench.compare.run import compare
-from ctcbench.compare.table import format_table
+from ctcbench.compare.stale import regressions
+from ctcbench.compare.table import df_records, format_table
 
 IMPLEMENTATIONS = Path(__file__).parents[1] / "implementations"
+ATLAS = Path(__file__).resolve().parents[2] / "cases" / "atlas.toml"
 
 
 def test_a_passing_row_a_known_issue_claims_is_said_and_does_not_fail(tmp_path, monkeypatch):
@@ -32,3 +42,38 @@ def test_a_passing_row_a_known_issue_claims_is_said_and_does_not_fail(tmp_path, 
     assert not result.summary["failed"]
     assert f"known issue no longer reproduces: {stale[0]}" in format_table(
         result.rows, summary=result.summary)
+
+
+def test_a_known_row_whose_atlas_entry_is_fixed_in_an_older_release_is_a_regression(
+        tmp_path, monkeypatch):
+    """optax's negative float32 loss, a real row that is `known` here, against tables where
+    its atlas entry says it was fixed before, at, after the installed optax, or by a PR: only
+    the first two are regressions. The installed release is read here with importlib."""
+    pytest.importorskip("optax")
+    monkeypatch.setenv("CTCBENCH_THREADS", "1")
+    case, entry_id = "optax_negative_loss_near_certain", "optax-negative-float32-loss"
+    result = compare(["optax"], [case], ["float32"], out=tmp_path / "run", progress=False,
+                     plot=False)
+    rows = df_records(result.rows)
+    if [r["status"] for r in rows] != ["known"]:
+        pytest.skip(f"optax/{case}/float32 does not fail here: {rows}")
+    raw = next(e for e in tomllib.loads(ATLAS.read_text())["entry"] if e["id"] == entry_id)
+    assert raw.get("fixed_in") is None  # optax#1771 is open: the built-in atlas flags nothing
+    assert result.summary["regressions"] == []
+    installed = importlib.metadata.version("optax")
+    major, minor, micro = (int(n) for n in installed.split(".")[:3])
+    fixed = {"older": "optax 0.0.1", "same": f"optax {installed}",
+             "newer": f"optax {major}.{minor}.{micro + 1}",
+             "pr": "google-deepmind/optax PR#1783"}
+    text = "format = 1\n"
+    for k, v in fixed.items():
+        entry = {**raw, "id": entry_id if k == "older" else f"{entry_id}-{k}", "fixed_in": v}
+        text += "[[entry]]\n" + "".join(f"{key} = {json.dumps(val)}\n"
+                                        for key, val in entry.items())
+    (tmp_path / "atlas.toml").write_text(text)
+    lines = regressions(rows, entries=load_atlas(tmp_path / "atlas.toml"))
+    row = f"optax/{case}/float32"
+    assert lines == [f"{entry_id}: fixed in optax 0.0.1 per {raw['url']}, reproduces on optax "
+                     f"{installed} (rows {row})",
+                     f"{entry_id}-same: fixed in optax {installed} per {raw['url']}, reproduces "
+                     f"on optax {installed} (rows {row})"]
