@@ -133,8 +133,9 @@ class AtlasEntry:
     ``ctcbench.runtime.malformed`` on ``backend``'s own call, the bug being present when the
     call ``shows`` one of the signs listed; or ``not_tried``, why it cannot be tried here.
     ``upstream_state``, ``checked`` and ``upstream_note``: where the upstream thread (``url``
-    where it is one, else the first one ``source`` names) stood on the day it was read; ``fixed_in`` is a
-    release ``DIST VERSION`` or a fix ``OWNER/REPO PR#N`` (``release_of`` tells which)."""
+    where it is one, else the first one ``source`` names) stood on the day it was read;
+    ``fixed_in`` is a release ``DIST VERSION`` or a fix ``OWNER/REPO PR#N`` (``release_of``
+    tells which)."""
 
     id: str = _key()
     implementation: str = _key()
@@ -144,8 +145,8 @@ class AtlasEntry:
     url: str | None = _key(_url, None)
     known_in: str | None = _key(default=None)
     fixed_in: str | None = _key(_fixed_in, None)  # as the thread or release notes say
-    upstream_state: str | None = _key(_one_of(UPSTREAM_STATES), None)  # the thread's state,
-    checked: str | None = _key(_date, None)  # on this date, when it was read
+    upstream_state: str | None = _key(_one_of(UPSTREAM_STATES), None)  # the thread's state
+    checked: str | None = _key(_date, None)  # the day it was read
     upstream_note: str | None = _key(default=None)  # what the thread says of a fix
     backend: str | None = _key(default=None)
     case: str | None = _key(default=None)
