@@ -4,7 +4,7 @@ Importing ctcbench imports NumPy only; torch and every other framework load when
 that needs them is asked for. The registry's names load on first use, so a worker process
 (``ctcbench.runtime.worker``) never imports the registry.
 """
-from ctcbench.doctor import Monitor, diagnose
+from ctcbench.doctor import Monitor, check_decoder, diagnose
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import reduce_loss
 from ctcbench.runtime.protocol import (
@@ -36,6 +36,7 @@ __all__ = [
     "LoadedBackend",
     "Monitor",
     "UnsupportedProblem",
+    "check_decoder",
     "diagnose",
     "get_backend",
     "list_backends",

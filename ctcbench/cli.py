@@ -124,11 +124,27 @@ def cases_cmd(case_dirs, fmt):
 @click.option("--device", type=OneOf(TORCH_DEVICES), default=None,
               help="Also say which of torch's CTC paths FILE's batch takes there (on cuda: "
                    "cuDNN or native, by torch's rule; no GPU needed) and how to take the other.")
+@click.option("--decoder", "decoder", metavar="PKG.MOD:NAME", default=None,
+              help="Check this decode function on FILE's values (and input_lengths) against "
+                   "ctcbench's decoding instead of diagnosing the loss's inputs.")
+@click.option("--beam", type=Number(int, min=1), default=None,
+              help="With --decoder: it is a beam search of this width (default: greedy).")
+@click.option("--alphabet", default=None, metavar="CHARS",
+              help="With --decoder: class k's character is CHARS[k], for a decoder that "
+                   "returns strings.")
 def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path,
-           max_bytes, device):
+           max_bytes, device, decoder, beam, alphabet):
     """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
     from ctcbench.doctor.examine import examine
     from ctcbench.files import check_output_file
+    if decoder is None:
+        for option in [o for o, v in (("--beam", beam), ("--alphabet", alphabet)) if v]:
+            raise click.UsageError(f"{option}: expected --decoder with it, got none")
+    else:
+        return _doctor_decoder(file, decoder, fmt, blank, layout, beam, alphabet, max_bytes,
+                               others=(("--explain-perfect-vs-blank", explain),
+                                       ("--device", device), ("--html", html_path),
+                                       ("--plot", plot_path)))
     for option in [o for o, v in (("--html", html_path), ("--device", device)) if v and explain]:
         raise click.UsageError(f"{option}: expected a diagnosis, got --explain-perfect-vs-blank")
     for option, path, what, suffixes in (("--plot", plot_path, "a PNG", (".png",)),
@@ -147,6 +163,20 @@ def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html
         html = write_doctor_report(result, inputs, html_path, layout=layout, source=file)
         click.echo(f"report: {html}", err=True)
     if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
+        raise SystemExit(1)
+
+
+def _doctor_decoder(file, decoder, fmt, blank, layout, beam, alphabet, max_bytes, others):
+    """``doctor FILE --decoder``: the user's decoder checked; exit 1 on any finding."""
+    from ctcbench.doctor.decoder import examine_decoder
+    from ctcbench.files import to_json
+    for option in [o for o, v in others if v]:
+        raise click.UsageError(f"{option}: expected a diagnosis of the loss's inputs, "
+                               f"got --decoder")
+    found = examine_decoder(file, decoder, blank=blank, layout=layout, beam=beam,
+                            alphabet=alphabet, max_bytes=max_bytes)
+    click.echo(to_json(found.to_dict(), indent=2) if fmt == "json" else found.format_table())
+    if not found.ok:
         raise SystemExit(1)
 
 

@@ -25,12 +25,14 @@ NPY_VERSIONS = {(1, 0): np.lib.format.read_array_header_1_0,
                 (2, 0): np.lib.format.read_array_header_2_0}
 
 
-def load_inputs(path, *, max_bytes: int = MAX_BYTES) -> dict:
+def load_inputs(path, *, max_bytes: int = MAX_BYTES, required=REQUIRED_KEYS) -> dict:
     """``{"log_probs"|"logits"|"probs": ..., "targets": ..., ..., ["blank": int]}`` from ``path``.
 
     Raises ``ValueError`` naming the file and what was expected for anything unreadable or
     malformed, or holding more than ``max_bytes`` bytes of arrays (checked on the headers,
-    before reading), and ``FileNotFoundError`` when it does not exist.
+    before reading), and ``FileNotFoundError`` when it does not exist. ``required``: the
+    arrays beside the values that must be there (a decoder's check needs none); the others
+    of ``REQUIRED_KEYS`` are returned where present.
     """
     path = Path(path)
     if not path.is_file():
@@ -47,14 +49,14 @@ def load_inputs(path, *, max_bytes: int = MAX_BYTES) -> dict:
                          "sizes cannot be checked before loading)")
     data = _load_npz(path, max_bytes) if suffix == ".npz" else _load_pt(path, max_bytes)
     given = [k for k in VALUE_KEYS if k in data]
-    missing = [k for k in REQUIRED_KEYS if k not in data]
+    missing = [k for k in required if k not in data]
     if len(given) != 1 or missing:
         want = "exactly one of log_probs/logits/probs" if len(given) != 1 else ""
         want = ", ".join(filter(None, [want, *missing]))
-        raise ValueError(f"{path.name}: expected arrays log_probs (or logits or probs), targets, "
-                         f"input_lengths, target_lengths; missing or ambiguous: {want}; "
-                         f"found: {', '.join(sorted(data)) or 'nothing'}")
-    out = {k: data[k] for k in (*given, *REQUIRED_KEYS)}
+        raise ValueError(f"{path.name}: expected arrays log_probs (or logits or probs)"
+                         + "".join(f", {k}" for k in required) + f"; missing or ambiguous: "
+                         f"{want}; found: {', '.join(sorted(data)) or 'nothing'}")
+    out = {k: data[k] for k in (*given, *REQUIRED_KEYS) if k in data}
     if "blank" in data:
         blank = data["blank"]
         blank = np.asarray(blank.tolist() if hasattr(blank, "tolist") else blank)
