@@ -1,7 +1,7 @@
 """The ``atlas`` driver: each entry of the atlas tried on the installed stack.
 
-An entry with a library case (``backend``, ``case``, ``dtype``) is run exactly as ``compare``
-runs it, one compare run per backend in the folder's ``compare/<backend>``: a failing row
+An entry with a library case (``backend``, ``case``, ``dtype``; a decoder and a case of
+``cases/decoders/`` for a decoder's bug) is run exactly as ``compare`` runs it, one compare run per backend in the folder's ``compare/<backend>``: a failing row
 (``known``, ``mismatch``, ``error``, ``crashed``, ``timeout``) means the bug *reproduces*, an
 ``ok`` row that it is *fixed* here, a ``skipped`` or ``unsupported`` row that it *cannot be
 tried* here (the row's reason says why: no GPU, a package missing). An entry with a probe is
@@ -26,6 +26,7 @@ from ctcbench.compare.run import compare
 from ctcbench.compare.stale import fixed_in_check
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.runtime.decoders import decoder_names
 from ctcbench.runtime.status import FAILING, Status
 
 _FAILED = (Status.KNOWN, *FAILING)  # compare's rows that show the bug: failing, or failing as known
@@ -79,11 +80,16 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None, versio
         probed = try_probes([e for e in todo if e.probe is not None
                              and (not backends or e.backend in backends)])
         found: dict[tuple, dict] = {}
+        decoders = set(decoder_names())
         for name, group in by_backend.items():
             sub = run.run_dir / "compare" / name
-            result = compare([name], sorted({e.case for e in group}),
-                             sorted({e.dtype for e in group}), out=sub,
-                             resume=sub.exists(), progress=False, plot=False)
+            cases = sorted({e.case for e in group})
+            if name in decoders:  # a decoder's entry: its row on a decoder case
+                result = compare(None, cases, decoders=[name], out=sub, resume=sub.exists(),
+                                 progress=False, plot=False)
+            else:
+                result = compare([name], cases, sorted({e.dtype for e in group}), out=sub,
+                                 resume=sub.exists(), progress=False, plot=False)
             for r in result.rows.to_dict("records"):
                 found[r["backend"], r["case"], r["dtype"]] = r
                 if r["case"] == "*":  # the backend cannot run here

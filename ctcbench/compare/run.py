@@ -84,7 +84,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     saved = load_baseline(baseline) if baseline is not None else None
     if save_baseline is not None:
         check_output_file(save_baseline, "save_baseline", "a baseline", (".json",))
-    decoder_list, decoder_cases, cases = _decoders(decoders, backends or functions, cases)
+    decoder_list, decoder_cases, cases = _decoders(decoders, backends or functions, cases,
+                                                   case_dirs)
     if (decoders and not (backends or functions)) or cases == []:
         cases = []  # decoders named alone, or only decoder cases asked for: no loss row
     elif cases is None or all(isinstance(c, str) for c in cases):
@@ -139,14 +140,18 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept), files=files)
 
 
-def _decoders(decoders, named_backends, cases) -> tuple[list[str], list, object]:
+def _decoders(decoders, named_backends, cases, case_dirs) -> tuple[list[str], list, object]:
     """The decoders a run checks, their cases, and the loss cases (or globs) left: checked
-    before any work. A glob that matches a decoder case selects it and no loss case."""
+    before any work. A glob that matches a decoder case selects it and no loss case; with
+    decoders named alone, ``case_dirs`` hold decoder cases (a fuzz find, say)."""
     names = expand(decoders) if decoders else ([] if named_backends else default_decoders())
     check_decoder_names(names, "decoder")
     if not names:
         return [], [], cases
-    library = load_decoder_cases()
+    alone = decoders and not named_backends
+    if case_dirs and not alone:
+        return [], [], cases  # --cases holds loss cases: no decoder row
+    library = load_decoder_cases(case_dirs if alone else None)
     globs = cases if cases and all(isinstance(c, str) for c in cases) else None
     if not globs:
         return names, library, cases

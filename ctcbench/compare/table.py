@@ -96,6 +96,7 @@ def format_table(df: pd.DataFrame, *, run_dir=None, summary: dict | None = None,
     # --save-baseline and --baseline found, said before the verdict they are part of
     lines += [line for line in [s.get("baseline_saved")] + baseline_lines(s) if line]
     lines += [f"known issue no longer reproduces: {line}" for line in s.get("stale_known", [])]
+    lines += [f"regression: {line}" for line in s.get("regressions", [])]
     checks = df["backend"] == API  # rows of no backend: the input validation's own checks
     counts = ", ".join(f"{n} {k}" for k in ORDER
                        if (n := int((df["status"][~checks] == k).sum())))

@@ -32,8 +32,8 @@ def _dtypes(backend, wanted=None) -> tuple[str, ...]:
     return tuple(d for d in wanted or DEFAULT_DTYPES if d in supported)
 
 
-def fuzz(backend_name: str, *, out=None, resume: bool = False, progress: bool = True,
-         **options) -> RunResult:
+def fuzz(backend_name: str | None = None, *, out=None, resume: bool = False,
+         progress: bool = True, decoder: str | None = None, **options) -> RunResult:
     """Search for a problem on which ``backend_name`` disagrees with ``against`` (or crashes, hangs
     or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found.
 
@@ -50,8 +50,13 @@ def fuzz(backend_name: str, *, out=None, resume: bool = False, progress: bool = 
     ``scheduler`` address: a campaign of ``jobs`` searches at once (default one per worker of
     the cluster), each on its own seed, one row each (:mod:`ctcbench.fuzz.campaign`); the
     summary is the campaign's, with the first find.
+
+    ``decoder``: fuzz that decoder or aligner instead, judged by brute force
+    (:mod:`ctcbench.fuzz.decoders`; ``budget`` and ``seed`` apply, here only).
     """
     s = from_options(FuzzSettings, options, "fuzz()")
+    if decoder is not None:
+        return _fuzz_decoder(decoder, s, out=out, resume=resume, progress=progress)
     against, budget, seed, dtypes = s.against, s.budget, s.seed, s.dtypes or None
     executor, scheduler, jobs = s.executor, s.scheduler, s.jobs
     check_executor(executor, scheduler)
@@ -86,6 +91,25 @@ def fuzz(backend_name: str, *, out=None, resume: bool = False, progress: bool = 
     return RunResult(run.run_dir, rows, summary, run.environment, resumed=kept, files=files)
 
 
+def _fuzz_decoder(name: str, s: FuzzSettings, *, out, resume, progress) -> RunResult:
+    from ctcbench.fuzz.decoders import fuzz_decoder
+    from ctcbench.runtime.decoders import check_decoder_names
+    check_decoder_names([name], "--decoder")
+    expect(s.executor == "local" and s.scheduler is None and s.jobs in (None, 1), "--decoder",
+           "a search here (--executor local)", f"--executor {s.executor}")
+    check_out(KIND, out, resume=resume)
+    with open_run(KIND, out, resume=resume) as run:
+        if not resume:
+            run.write_meta({"decoder": name, "against": "brute force"})
+        kept = len(run.rows())
+        summary = fuzz_decoder(name, budget=s.budget, seed=s.seed, run_dir=Path(run.run_dir),
+                               progress=progress)
+        run.log.append({"search": kept + 1, **summary, "seed": s.seed, "budget_s": s.budget})
+        rows = pd.DataFrame(run.rows())
+    files = [Path(summary["case_file"])] if summary["found"] else []
+    return RunResult(run.run_dir, rows, summary, run.environment, resumed=kept, files=files)
+
+
 def _loaded(name: str, option: str):
     """The backend ``name``; one that cannot run here is an error naming ``option``."""
     try:
@@ -102,6 +126,10 @@ def summary_text(found: dict, backend_name: str, against: str, named: str | None
              f"{found['seconds']:.0f} s"]
     if not found["found"]:
         return "\n".join(lines + ["nothing found"])
+    if "size" not in found:  # a decoder's find
+        return "\n".join(lines + [
+            f"FOUND: {found['what']}", f"case file: {found['case_file']}",
+            f"reproduce: ctcbench compare --cases {Path(found['case_file']).parent} {named}"])
     size = found["size"]
     return "\n".join(lines + [
         f"FOUND: {found['what']}",
