@@ -14,6 +14,12 @@ from ctcbench.settings import SettingsCommand, command_line_settings
              help="Backends to time (repeatable); default every registered one. "
                   "torch is always timed too, as the reference for ratios.")
 @function_options("Time", known_issues=False)
+@list_option("--decoder", "decoders", metavar="NAME",
+             help="Time these decoders instead (repeatable), per frame and against ctcbench's "
+                  "greedy, at each --beam.")
+@click.option("--beam", "beams", default="1,4,16", show_default=True, metavar="K[,K...]",
+              callback=lambda ctx, param, value: _beams(value),
+              help="With --decoder: the beam widths to time.")
 @format_option("table", "json", "csv")
 @out_options("bench")
 @click.option("--baseline", type=click.Path(exists=True), default=None,
@@ -22,17 +28,24 @@ from ctcbench.settings import SettingsCommand, command_line_settings
               help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
                    "over the baseline, e.g. time:20%.")
 @click.pass_context
-def bench(ctx, backend_names, functions, convention, device, fmt, out, resume, baseline,
-          fail_on, **_settings):
+def bench(ctx, backend_names, functions, convention, device, decoders, beams, fmt, out, resume,
+          baseline, fail_on, **_settings):
     """Time forward+backward and peak memory of every backend over a size grid."""
     from ctcbench.bench.run import bench as run_bench, format_table, records
     from ctcbench.files import to_json
+    if decoders and (backend_names or functions or baseline):
+        raise click.UsageError("--decoder: expected it without --backend, --function and "
+                               "--baseline")
     backend_names = with_functions(backend_names, functions, convention, device)
     result = run_bench(backends=backend_names, out=out, resume=resume, baseline=baseline,
-                       fail_on=fail_on, **command_line_settings(ctx, bench_settings()))
+                       fail_on=fail_on, decoders=decoders, beams=beams,
+                       **command_line_settings(ctx, bench_settings()))
     finish_run(result)
     rows = records(result.rows)
-    if fmt == "json":
+    if decoders and fmt == "table":
+        from ctcbench.bench.decoders import format_rows
+        click.echo(format_rows(rows))
+    elif fmt == "json":
         click.echo(to_json(rows, indent=2))
     elif fmt == "csv":
         click.echo((result.run_dir / "bench.csv").read_text(), nl=False)
@@ -40,6 +53,18 @@ def bench(ctx, backend_names, functions, convention, device, fmt, out, resume, b
         click.echo(format_table(rows))
     if result.summary["regressions"]:
         raise click.ClickException("\n".join(result.summary["regressions"]))
+
+
+def _beams(value: str) -> tuple[int, ...]:
+    try:
+        beams = tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected positive integers such as 1,4,16, got {value!r}",
+                                 param_hint="--beam") from None
+    if not all(b >= 1 for b in beams):
+        raise click.BadParameter(f"expected positive integers such as 1,4,16, got {value!r}",
+                                 param_hint="--beam")
+    return beams
 
 
 COMMANDS = (bench,)

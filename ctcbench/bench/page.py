@@ -41,12 +41,41 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     threads = {k: config[k] for k in ("threads", "torch_threads", "numpy_blas_threads")
                if k in config}
     backends = list(dict.fromkeys(r["backend"] for r in rows))
+    if "decoders" in config:  # bench --decoder: per frame against beam width
+        return {"decoders": True, "rows": shown, "skipped": skipped, "threads": {},
+                "all_ok": all(r.get("status") == Status.OK for r in shown),
+                "beam_figure": beam_figure(shown),
+                "settings": {k: config[k] for k in ("grid", "repeat", "warmup", "beams")
+                             if k in config}}
     return {"rows": shown, "skipped": skipped,
             "all_ok": all(r.get("status") == Status.OK for r in shown), "backends": backends,
             "scaling": bench_scaling(shown), "threads": threads,
             "settings": {k: config[k] for k in ("grid", "repeat", "warmup", "dtype", "baseline",
                                                 "reference")  # "reference": older runs' name
                          if k in config}}
+
+
+def beam_figure(rows: list[dict]) -> str | None:
+    """ns per frame against beam width, one line per decoder and size, as an inline PNG."""
+    ok = [r for r in rows if r.get("status") == Status.OK and r.get("ns_per_frame")]
+    if not ok:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key in dict.fromkeys((r["backend"], r["T"], r["N"], r["C"]) for r in ok):
+        rs = sorted((r for r in ok if (r["backend"], r["T"], r["N"], r["C"]) == key),
+                    key=lambda r: r["beam"])
+        ax.plot([r["beam"] for r in rs], [r["ns_per_frame"] for r in rs], marker="o",
+                label=f"{key[0]} T={key[1]} N={key[2]} C={key[3]}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain_log(ax.xaxis)
+    plain_log(ax.yaxis)
+    ax.set_xlabel("beam width")
+    ax.set_ylabel("ns per frame")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return png_uri(fig)
 
 
 def before_after(before: list[dict], after: list[dict]) -> list[dict]:

@@ -59,8 +59,8 @@ def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, t
                                     seed=seed, threads=n):
                 run.log.append(row)
             bar.update()
-    wanted = {(name, s.T, s.N, s.C, s.L, dtype, n) for n in threads for s in sizes
-              for name in resolved}
+    wanted = {(name, s.T, s.N, s.C, s.L, dtype, n, None) for n in threads for s in sizes
+              for name in resolved}  # beam: None, a loss's row
     latest = {}
     for row in run.rows():
         key = tuple(row.get(k) for k in KEY)
@@ -72,7 +72,8 @@ def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, t
 
 
 def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on=(),
-          plot: bool = True, progress: bool = True, **options) -> RunResult:
+          plot: bool = True, progress: bool = True, decoders=(), beams=(1, 4, 16),
+          **options) -> RunResult:
     """Measure every backend at every size of ``grid``, compare with ``baseline`` if given,
     export ``bench.csv``, ``bench.json`` and (``plot``) the plots into the run folder.
 
@@ -83,7 +84,9 @@ def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on
     already holds a run is refused unless ``resume``, which keeps the sizes measured (ok, same
     ``repeat``) and measures the rest. Returns a ``RunResult``: one row per (backend, size,
     dtype); ``summary`` holds ``regressions`` (one message per ``fail_on`` limit exceeded)
-    and status counts.
+    and status counts. ``decoders``: time these decoders instead, at each of ``beams``, per
+    frame and as paired ratios to ctcbench's greedy (:mod:`ctcbench.bench.decoders`; the
+    grid, repeat, warmup and seed apply).
     """
     from ctcbench.bench.baseline import check_gated, compare, load_rows, parse_fail_on
     from ctcbench.bench.plots import bench_plots
@@ -98,6 +101,9 @@ def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on
     if old is not None:
         check_gated(old, rules, baseline)  # a metric it cannot compare fails before any timing
     sizes = load_grid(grid)
+    if decoders:
+        return _bench_decoders(decoders, beams, sizes, s, out=out, resume=resume,
+                               progress=progress)
     threads = list(s.threads)
     thread_info = set_threads(threads[0])
     resolved = resolve_backends(backends)
@@ -121,6 +127,27 @@ def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on
     summary = {"failed": bool(regressions), "regressions": regressions, "counts": counts,
                "resumed_sizes": resumed, "run_dir": str(run.run_dir)}
     return RunResult(run.run_dir, df, summary, run.environment, resumed=resumed, files=files)
+
+
+def _bench_decoders(decoders, beams, sizes, s, *, out, resume, progress) -> RunResult:
+    from ctcbench.bench.decoders import bench_decoders
+    expect(bool(beams) and all(isinstance(b, int) and b >= 1 for b in beams), "--beam",
+           "positive beam widths", list(beams))
+    with open_run(KIND, out, resume=resume) as run:
+        run.write_meta({"decoders": list(decoders), "beams": list(beams), "grid": s.grid,
+                        "sizes": [asdict(z) for z in sizes], "repeat": s.repeat,
+                        "warmup": s.warmup, "seed": s.seed})
+        rows = bench_decoders(decoders, sizes, list(beams), repeat=s.repeat, warmup=s.warmup,
+                              seed=s.seed, append=run.log.append, progress=progress)
+        df = pd.DataFrame(rows, dtype=object)
+        atomic_write(run.run_dir / "bench.csv", df.to_csv(index=False))
+        atomic_write(run.run_dir / "bench.json", to_json(rows, indent=1) + "\n")
+    counts = {st: sum(r.get("status") == st for r in rows) for st in (Status.OK, Status.ERROR,
+                                                                      Status.SKIPPED)}
+    summary = {"failed": False, "regressions": [], "counts": counts, "resumed_sizes": 0,
+               "run_dir": str(run.run_dir), "decoders": True}
+    return RunResult(run.run_dir, df, summary, run.environment,
+                     files=[run.run_dir / "bench.csv", run.run_dir / "bench.json"])
 
 
 def _ms(x) -> str:
