@@ -26,7 +26,10 @@ from ctcbench.core.decoding import (best_path_score, labelling_logprob, most_pro
                                     path_score, prefix_count)
 
 BRUTE_FORCE_PATHS = 200_000  # C**T up to this: the most probable labelling by brute force
-TOLERANCE = {"float64": 1e-9, "float32": 1e-4}  # score error, relative to 1 + |log P|
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4}  # score error, relative to 1 + |log P|,
+EPS = {"float64": 2.2e-16, "float32": 1.2e-7}  # ... plus this times T sqrt(C): a sum over T
+# frames of values each rounded from a normaliser over C classes (float32 at C = 2000, T = 60:
+# 3e-4, which keras' TensorFlow beam search needs on the large_vocabulary case)
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,16 @@ class Finding:
         return f"sample {self.sample}: {self.message}"
 
 
-def _close(a: float, b: float, dtype: str) -> bool:
+def tolerance(dtype: str, lp: np.ndarray, value: float) -> float:
+    """How far a score computed in ``dtype`` on ``lp (T, C)`` may be from ``value``."""
+    T, C = lp.shape
+    return TOLERANCE[dtype] * (1 + abs(value)) + EPS[dtype] * T * np.sqrt(C)
+
+
+def _close(a: float, b: float, dtype: str, lp: np.ndarray) -> bool:
     if np.isneginf(a) and np.isneginf(b):
         return True
-    return abs(a - b) <= TOLERANCE[dtype] * (1 + abs(b))
+    return abs(a - b) <= tolerance(dtype, lp, b)
 
 
 def most_probable_known(lp: np.ndarray, blank: int, by_hand) -> tuple[set, str] | None:
@@ -76,12 +85,12 @@ def _one_sample(traits, lp, blank, hyps, beam, n, by_hand) -> list[Finding]:
         got = hyps[0].labels
         best = float(lp.max(1).sum())
         ok = got == greedy or (traits.ties == "any" and blank not in got
-                               and _close(best_path_score(lp, got, blank=blank), best, "float64"))
+                               and _close(best_path_score(lp, got, blank=blank), best, "float64", lp))
         if not ok:
             out.append(Finding(n, "greedy", name_fault(got, greedy, lp, blank)))
         elif traits.score == "path" and hyps[0].score is None:
             out.append(Finding(n, "score", "declares path scores, returned None"))
-        elif traits.score == "path" and not _close(hyps[0].score, best, dtype):
+        elif traits.score == "path" and not _close(hyps[0].score, best, dtype, lp):
             out.append(Finding(n, "score", f"score {hyps[0].score:.12g}, but the best path's "
                                            f"log-probability is {best:.12g}"))
         return out
@@ -100,13 +109,13 @@ def _one_sample(traits, lp, blank, hyps, beam, n, by_hand) -> list[Finding]:
     if traits.score != "none" and any(s is None for s in scores):
         out.append(Finding(n, "score", f"declares {traits.score} scores, returned None"))
     elif traits.score != "none":
-        if any(b > a + TOLERANCE[dtype] * (1 + abs(a)) for a, b in zip(scores, scores[1:])):
+        if any(b > a + tolerance(dtype, lp, a) for a, b in zip(scores, scores[1:])):
             out.append(Finding(n, "order", f"not best first: scores {_short(scores)}"))
         truth = (labelling_logprob(lp, labels, blank=blank) if traits.score == "labelling"
                  else np.array([best_path_score(lp, k, blank=blank) for k in labels]))
         what = "log P(labels)" if traits.score == "labelling" else "its best path's log-prob"
         for k, s, t in zip(labels, scores, truth):
-            if (exact and not _close(s, t, dtype)) or s > t + TOLERANCE[dtype] * (1 + abs(t)):
+            if (exact and not _close(s, t, dtype, lp)) or s > t + tolerance(dtype, lp, t):
                 out.append(Finding(n, "score", f"{list(k)} scored {s:.12g}, but {what} is {t:.12g}"
                                    + ("" if exact else " (a beam's score cannot exceed it)")))
                 break
@@ -138,10 +147,10 @@ def judge_aligner(traits, case, alignments) -> list[Finding]:
             out.append(Finding(n, "path", f"the path collapses to "
                                           f"{list(collapse(path, blank=case.blank))}, not the "
                                           f"target {list(target)}"))
-        elif not _close(path_score(lp, path), best, dtype):
+        elif not _close(path_score(lp, path), best, dtype, lp):
             out.append(Finding(n, "best-path", f"its path has log-prob {path_score(lp, path):.12g}"
                                                f", the best path of the target {best:.12g}"))
-        elif not _close(score, best, dtype):
+        elif not _close(score, best, dtype, lp):
             out.append(Finding(n, "score", f"score {score:.12g}, the best path's log-prob {best:.12g}"))
     return out
 
