@@ -10,7 +10,9 @@ per path with a score per sample and path:
   log-probabilities, minus it is the best path's log-probability: score ``path``.
   ``merge_repeated=True`` (its default) is CTC's map: repeats merged, then blanks removed.
 - beam: ``log_probabilities (N, top_paths)``, the log of the summed probability of the
-  paths the beam kept for the labelling: score ``labelling``. TF 2's API has no
+  paths the beam kept for the labelling: score ``labelling`` (in float32 it exceeds that by
+  the rounding of each frame's softmax normaliser, a running float sum over the classes,
+  tensorflow#21187: 3e-4 at C = 2000, T = 60; docs/decoders.md). TF 2's API has no
   ``merge_repeated``: it calls the TF 1 op with ``merge_repeated=False``, under which the op
   merges repeats once, by CTC's map (ctc_ops.py: "merge_repeated is an invalid
   optimization that is removed from the public API").
