@@ -126,9 +126,9 @@ def _one_sample(traits, lp, blank, hyps, beam, n, by_hand) -> list[Finding]:
         if exact or sure:
             why = (f"a beam of {beam} >= {prefix_count(T, C)} prefixes" if exact
                    else "its best path alone has probability > 1/2")
-            out.append(Finding(n, "most-probable", f"{name_fault(labels[0], want, lp, blank)} "
-                                                   f"({why}; answer by {known[1]})"))
-    return out
+            out.insert(0, Finding(n, "most-probable", f"{name_fault(labels[0], want, lp, blank)}"
+                                                      f" ({why}; answer by {known[1]})"))
+    return out  # a wrong answer first: its fault is the cause of the rest
 
 
 def judge_aligner(traits, case, alignments) -> list[Finding]:
@@ -150,7 +150,7 @@ def judge_aligner(traits, case, alignments) -> list[Finding]:
         elif not _close(path_score(lp, path), best, dtype, lp):
             out.append(Finding(n, "best-path", f"its path has log-prob {path_score(lp, path):.12g}"
                                                f", the best path of the target {best:.12g}"))
-        elif not _close(score, best, dtype, lp):
+        elif traits.score != "none" and not _close(score, best, dtype, lp):
             out.append(Finding(n, "score", f"score {score:.12g}, the best path's log-prob {best:.12g}"))
     return out
 

@@ -11,6 +11,9 @@ import pytest
 from ctcbench.caselib.known import KnownIssue, known_issue, load_known_issues
 from ctcbench.caselib.library import load_cases
 from ctcbench.runtime.registry import BUILTIN_BACKENDS
+from ctcbench.runtime.decoders import BUILTIN_DECODERS, DecoderTraits
+from ctcbench.runtime.factory import load_factory
+from ctcbench.caselib.decoder_cases import load_decoder_cases
 
 TABLE = Path(__file__).resolve().parents[2] / "cases" / "known_issues.toml"
 
@@ -50,8 +53,9 @@ def test_every_issue_of_the_file_loads(issues):
 
 
 def test_every_backend_is_a_builtin_one(issues):
-    """Each issue names a backend of the built-in table (plugins declare their own)."""
-    unknown = {i.backend for i in issues} - set(BUILTIN_BACKENDS)
+    """Each issue names a backend or decoder of the built-in tables (plugins declare their
+    own)."""
+    unknown = {i.backend for i in issues} - set(BUILTIN_BACKENDS) - set(BUILTIN_DECODERS)
     assert not unknown, unknown
 
 
@@ -59,9 +63,15 @@ def test_every_case_glob_matches_a_case_of_the_library_in_a_listed_dtype(issues,
     """No issue is dead: each case glob matches a library case that runs in one of the
     issue's dtypes (a renamed case would leave its issue behind)."""
     dead = [f"{i.backend}: {glob} / {i.dtypes}" for i in issues for glob in i.cases
-            if not any(fnmatch.fnmatchcase(c.name, glob)
-                       and any(i.matches(i.backend, c.name, d) for d in c.dtypes)
-                       for c in library)]
+            if i.backend not in BUILTIN_DECODERS and not any(
+                fnmatch.fnmatchcase(c.name, glob)
+                and any(i.matches(i.backend, c.name, d) for d in c.dtypes) for c in library)]
+    decoder_cases = [c.name for c in load_decoder_cases()]
+    for i in (i for i in issues if i.backend in BUILTIN_DECODERS):  # the decoder's own dtype
+        dtype = DecoderTraits.of(load_factory(BUILTIN_DECODERS[i.backend])).dtype
+        dead += [f"{i.backend}: {glob} / {i.dtypes}" for glob in i.cases
+                 if not fnmatch.filter(decoder_cases, glob)
+                 or not any(fnmatch.fnmatchcase(dtype, d) for d in i.dtypes)]
     assert not dead, dead
 
 
