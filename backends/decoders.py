@@ -12,6 +12,7 @@ import numpy as np
 
 from ctcbench.core.ctcmath import collapse
 from ctcbench.core.extended import extended_labels
+from ctcbench.runtime.decoders import check_align_inputs, check_decode_inputs
 
 
 class GreedyDecoder:
@@ -24,6 +25,7 @@ class GreedyDecoder:
     conventions = "argmax per frame, repeats merged, then blanks removed; score: best path"
 
     def decode(self, log_probs, lengths, *, blank: int, beam: int = 1):
+        check_decode_inputs(log_probs, lengths, blank=blank)
         best = log_probs.argmax(-1)  # (T, N)
         top = log_probs.max(-1)  # (T, N)
         return [[[list(collapse(best[:n_frames, n], blank=blank)),
@@ -42,8 +44,7 @@ class PrefixBeamDecoder:
                    "score: log P(labels), the sum over the paths the beam kept")
 
     def decode(self, log_probs, lengths, *, blank: int, beam: int):
-        if beam < 1:
-            raise ValueError(f"beam: expected a positive integer, got {beam}")
+        check_decode_inputs(log_probs, lengths, blank=blank, beam=beam)
         return [_prefix_beam(log_probs[:int(n_frames), n], blank, beam)
                 for n, n_frames in enumerate(lengths)]
 
@@ -100,6 +101,7 @@ class ViterbiAligner:
     conventions = "Viterbi over blank, l1, blank, ..., blank; score: the path's log-probability"
 
     def align(self, log_probs, target, *, blank: int):
+        check_align_inputs(log_probs, target, blank=blank)
         T = log_probs.shape[0]
         target = np.asarray(target, dtype=np.int64).reshape(1, -1)
         ext = extended_labels(target, np.array([target.shape[1]]), blank)[0][0]  # (S,)

@@ -16,12 +16,19 @@ from ctcbench.settings import SettingsCommand, command_line_settings
 @click.option("--all", "all_backends", is_flag=True,
               help="Every registered backend, side by side (those that cannot run here are "
                    "listed as skipped).")
+@list_option("--decoder", "decoders", metavar="NAME",
+             help="Probe these decoders or aligners (repeatable, or 'all') with malformed and "
+                  "unusual input instead, each in a worker; prints the sheet, no run folder.")
 @out_options("datasheet")
 @format_option("table", "json")
 @click.pass_context
-def datasheet(ctx, backend_names, functions, convention, device, all_backends, out, resume, fmt,
-              **_settings):
+def datasheet(ctx, backend_names, functions, convention, device, all_backends, decoders, out,
+              resume, fmt, **_settings):
     """One page per CTC implementation: its limits, worst precision, bad input, speed."""
+    if decoders:
+        return _decoder_sheet(decoders, fmt, given=(("--backend", backend_names),
+                                                    ("--function", functions),
+                                                    ("--all", all_backends), ("--out", out)))
     from ctcbench.datasheet.run import datasheet as run_datasheet
     from ctcbench.datasheet.sheet import text
     from ctcbench.drivers import write_backend_pages
@@ -36,6 +43,32 @@ def datasheet(ctx, backend_names, functions, convention, device, all_backends, o
         return
     click.echo(text(result.summary["sheets"]))
 
+
+
+def _decoder_sheet(decoders, fmt, given) -> None:
+    from ctcbench.compare.decoders import expand
+    from ctcbench.datasheet.decoders import probe_decoder, sheet_text
+    from ctcbench.files import to_json
+    from ctcbench.runtime.decoders import check_decoder_names
+    from ctcbench.runtime.protocol import BackendUnavailable
+    for option in [o for o, v in given if v]:
+        raise click.UsageError(f"--decoder: expected it without {option}")
+    names = expand(decoders)
+    check_decoder_names(names, "--decoder")
+    from ctcbench.progress import Progress
+    rows, skipped = [], []
+    with Progress("datasheet decoders", total=len(names), unit="decoders") as bar:
+        for name in names:
+            bar.note(name)
+            try:
+                rows += probe_decoder(name)
+            except BackendUnavailable as exc:
+                skipped.append(f"skipped {name}: {exc}")
+            bar.update()
+    if fmt == "json":
+        click.echo(to_json({"rows": rows, "skipped": skipped}, indent=1))
+        return
+    click.echo("\n".join(([sheet_text(rows)] if rows else []) + skipped))
 
 
 COMMANDS = (datasheet,)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ctcbench.errors import one_of
+from ctcbench.errors import expect, one_of
 from ctcbench.runtime.factory import factory_spec, load_factory
 from ctcbench.runtime.protocol import BackendUnavailable
 
@@ -129,8 +129,9 @@ def check_decoder_names(names, option: str = "decoder") -> None:
     one_of(option, names, _table())
 
 
-def get_decoder(name: str) -> "LoadedDecoder":
-    """Build the decoder or aligner ``name``; ``BackendUnavailable`` if it cannot run here."""
+def get_decoder(name: str, *, isolated: bool | None = None) -> "LoadedDecoder":
+    """Build the decoder or aligner ``name``; ``BackendUnavailable`` if it cannot run here.
+    ``isolated``: in a worker process (``None``: as its trait says; malformed input: True)."""
     table = _table()
     one_of("decoder", name, table)
     try:
@@ -140,7 +141,7 @@ def get_decoder(name: str) -> "LoadedDecoder":
     impl = factory()
     traits = DecoderTraits.of(impl)
     worker = None
-    if traits.isolated:
+    if traits.isolated if isolated is None else isolated:
         from ctcbench.runtime.protocol import BackendTraits
         from ctcbench.runtime.worker import IsolatedBackend
         worker = IsolatedBackend(name, factory_spec(table[name], factory),
@@ -183,6 +184,35 @@ class LoadedDecoder:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
+
+
+def check_decode_inputs(log_probs, lengths, *, blank: int, beam: int | None = None) -> None:
+    """What ctcbench's own decoders refuse, each as one ValueError naming the argument: a
+    third-party adapter leaves the input as it came, so its framework's reaction is seen
+    (``ctcbench datasheet --decoder``)."""
+    T, N, C = log_probs.shape
+    lengths = np.asarray(lengths)
+    in_frame = np.arange(T)[:, None] < np.minimum(lengths, T)[None, :]  # (T, N) valid frames
+    frames = log_probs[in_frame]  # (frames, C)
+    expect(not (np.isnan(frames).any() or np.isposinf(frames).any()), "log_probs",
+           "log-probabilities in the valid frames (finite, or -inf for probability 0)",
+           "NaN or +inf entries")
+    expect(bool(((lengths >= 0) & (lengths <= T)).all()), "lengths", f"frame counts in [0, {T}]",
+           lengths.tolist()[:8])
+    expect(0 <= blank < C, "blank", f"a class index in [0, {C})", repr(blank))
+    if beam is not None:
+        expect(beam >= 1, "beam", "a positive integer", repr(beam))
+
+
+def check_align_inputs(log_probs, target, *, blank: int) -> None:
+    """What ctcbench's own aligner refuses, each one ValueError naming the argument."""
+    C = log_probs.shape[1]
+    expect(not (np.isnan(log_probs).any() or np.isposinf(log_probs).any()), "log_probs",
+           "log-probabilities (finite, or -inf for probability 0)", "NaN or +inf entries")
+    expect(0 <= blank < C, "blank", f"a class index in [0, {C})", repr(blank))
+    bad = [int(k) for k in target if not 0 <= k < C or k == blank]
+    expect(not bad, "target", f"labels in [0, {C}) other than the blank ({blank})",
+           f"{[int(k) for k in target]} (bad: {bad})")
 
 
 def _kind(value) -> str:
