@@ -24,6 +24,17 @@ def jax_threads() -> None:
                               f"intra_op_parallelism_threads={n}")
 
 
+def import_tensorflow():
+    """TensorFlow, imported quietly (no C++ info logs) on the requested thread count."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    n = requested()
+    if n is not None:
+        tf.config.threading.set_intra_op_parallelism_threads(n)
+        tf.config.threading.set_inter_op_parallelism_threads(n)
+    return tf
+
+
 def require(modules: tuple[str, ...], *, extra: str) -> None:
     """Raise ``BackendUnavailable`` naming the modules that are missing (only those) with the
     install hint of ``extra``, unless every one of ``modules`` is importable."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from ctcbench.runtime.threads import requested
 
-from ._thirdparty import jax_threads, require
+from ._thirdparty import import_tensorflow, jax_threads, require
 from .decode_tf import check_beam, valid_frames
 from .keras_ctc import import_keras
 
@@ -56,11 +56,7 @@ class _KerasDecoder:
         if self.keras_backend == "jax":
             jax_threads()
         elif self.keras_backend == "tensorflow":
-            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-            import tensorflow as tf
-            if n is not None:
-                tf.config.threading.set_intra_op_parallelism_threads(n)
-                tf.config.threading.set_inter_op_parallelism_threads(n)
+            import_tensorflow()
         else:
             os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # keras' torch takes a GPU
             import torch

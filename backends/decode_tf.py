@@ -29,13 +29,11 @@ greedy decoder with ``blank_index`` instead.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
-from ctcbench.runtime.threads import requested
 
-from ._thirdparty import require
+from ._thirdparty import import_tensorflow, require
 
 
 def blank_last(log_probs: np.ndarray, lengths: np.ndarray, blank: int):
@@ -79,13 +77,7 @@ class TFGreedyDecoder:
 
     def prepare(self) -> None:
         """Import TensorFlow, quietly, on the requested threads."""
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
-        n = requested()
-        if n is not None:
-            tf.config.threading.set_intra_op_parallelism_threads(n)
-            tf.config.threading.set_inter_op_parallelism_threads(n)
-        self.tf = tf
+        self.tf = import_tensorflow()
 
     def decode(self, log_probs, lengths, *, blank: int, beam: int = 1):
         if self.tf is None:

@@ -15,15 +15,14 @@ on cases of the library is in ``cases/known_issues.toml``.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.runtime.protocol import BackendResult, UnsupportedProblem
-from ctcbench.runtime.threads import requested
 
-from ._thirdparty import check_dtype, padded_labels, refuse_infeasible, refuse_neg_inf, require
+from ._thirdparty import (check_dtype, import_tensorflow, padded_labels, refuse_infeasible,
+                          refuse_neg_inf, require)
 
 
 class TFBackend:
@@ -41,13 +40,7 @@ class TFBackend:
 
     def prepare(self) -> None:
         """Import TensorFlow (quietly) and build the traced float32 loss-and-gradient."""
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
-        n = requested()
-        if n is not None:
-            tf.config.threading.set_intra_op_parallelism_threads(n)
-            tf.config.threading.set_inter_op_parallelism_threads(n)
-        self.tf = tf
+        self.tf = tf = import_tensorflow()
         self._traced = tf.function(self._loss_and_grad, reduce_retracing=True)
 
     def _loss_and_grad(self, logits, labels, label_length, logit_length, weights, blank):

@@ -5,6 +5,6 @@ KEY = ("backend", "T", "N", "C", "L", "dtype", "threads", "beam")  # beam: decod
 FLOATS = ("time_median_s", "time_min_s", "time_max_s", "ns_per_cell", "ratio_to_torch",
           "ratio_min", "ratio_max", "peak_rss_mb", "ns_per_frame", "ratio_to_greedy")
 
-KIND = RunKind("bench", row_format=1, key=KEY, floats=FLOATS,
+KIND = RunKind("bench", row_format=1, key=KEY, floats=FLOATS, optional_key=("beam",),
                exports=("bench.csv", "bench.json", "*.png", "report.html"),
                context="ctcbench.bench.page:context")

@@ -26,6 +26,7 @@ class RunKind:
     row_format: int
     key: tuple[str, ...]
     floats: tuple[str, ...] = ()
+    optional_key: tuple[str, ...] = ()  # key columns some rows lack (bench's beam: decoders')
     exports: tuple[str, ...] = ()
     context: str = ""
 
@@ -77,7 +78,7 @@ def recorded_kind(run_dir: Path, meta: dict | None, kinds) -> str | None:
     if isinstance(config, dict) and isinstance(config.get("driver"), str):
         return config["driver"]
     row = _first_row(run_dir)
-    found = [k.name for k in kinds if row and set(k.key) <= set(row)]
+    found = [k.name for k in kinds if row and set(k.key) - set(k.optional_key) <= set(row)]
     return found[0] if len(found) == 1 else None
 
 
