@@ -1,7 +1,8 @@
 """The ``atlas`` driver: each entry of the atlas tried on the installed stack.
 
 An entry with a library case (``backend``, ``case``, ``dtype``; a decoder and a case of
-``cases/decoders/`` for a decoder's bug) is run exactly as ``compare`` runs it, one compare run per backend in the folder's ``compare/<backend>``: a failing row
+``cases/decoders/`` for a decoder's bug) is run exactly as ``compare`` runs it, one compare
+run per backend in the folder's ``compare/<backend>``: a failing row
 (``known``, ``mismatch``, ``error``, ``crashed``, ``timeout``) means the bug *reproduces*, an
 ``ok`` row that it is *fixed* here, a ``skipped`` or ``unsupported`` row that it *cannot be
 tried* here (the row's reason says why: no GPU, a package missing). An entry with a probe is

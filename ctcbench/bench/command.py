@@ -51,6 +51,8 @@ def bench(ctx, backend_names, functions, convention, device, decoders, beams, fm
         click.echo((result.run_dir / "bench.csv").read_text(), nl=False)
     else:
         click.echo(format_table(rows))
+    if decoders and result.summary["failed"]:  # a decoder raised: its rows say why
+        raise SystemExit(1)
     if result.summary["regressions"]:
         raise click.ClickException("\n".join(result.summary["regressions"]))
 

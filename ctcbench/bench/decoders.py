@@ -48,6 +48,11 @@ def bench_decoders(names, sizes, beams, *, repeat: int, warmup: int, seed: int,
             loaded[name] = get_decoder(name)
         except BackendUnavailable as exc:
             rows.append({"backend": name, "status": Status.SKIPPED, "reason": str(exc)})
+    for name, decoder in list(loaded.items()):
+        if decoder.traits.role == "aligner":  # it takes a target, not a beam
+            rows.append({"backend": name, "status": Status.SKIPPED,
+                         "reason": "an aligner: bench --decoder times decoders"})
+            del loaded[name]
     for row in rows:
         append(row)
     with Progress("bench decoders", total=len(sizes) * len(beams), unit="sizes",

@@ -144,8 +144,8 @@ def _bench_decoders(decoders, beams, sizes, s, *, out, resume, progress) -> RunR
         atomic_write(run.run_dir / "bench.json", to_json(rows, indent=1) + "\n")
     counts = {st: sum(r.get("status") == st for r in rows) for st in (Status.OK, Status.ERROR,
                                                                       Status.SKIPPED)}
-    summary = {"failed": False, "regressions": [], "counts": counts, "resumed_sizes": 0,
-               "run_dir": str(run.run_dir), "decoders": True}
+    summary = {"failed": bool(counts[Status.ERROR]), "regressions": [], "counts": counts,
+               "resumed_sizes": 0, "run_dir": str(run.run_dir), "decoders": True}
     return RunResult(run.run_dir, df, summary, run.environment,
                      files=[run.run_dir / "bench.csv", run.run_dir / "bench.json"])
 

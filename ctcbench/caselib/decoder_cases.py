@@ -15,8 +15,8 @@ default: ``prefix_count(T, C)`` of the longest sample, so no prefix is ever prun
   probability > 1/2, which makes it the most probable labelling; a case where it is not is
   refused).
 
-Padded frames (past a sample's length) hold one label at near certainty, so a decoder that
-reads them decodes that label and is caught.
+Padded frames (past a sample's length) spell, at near certainty, a label the sample does not
+end on, so a decoder that reads them decodes that label and is caught.
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ _FIELDS = {"name", "description", "provenance", "blank", "beam", "sample", "rand
 _SAMPLE = {"probs", "logits", "labels", "greedy", "target"}
 _RANDOM = {"seed", "N", "T", "C", "scale", "peaked", "L"}
 PAD_LOGIT = 30.0  # a padded frame: this logit on one label, 0 elsewhere
+MAX_EXACT_BEAM = 20_000  # beam = "exact" above this many prefixes is refused as the case loads
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class DecoderCase:
     beam: int | str = "exact"
     labels: tuple = ()  # per sample: the most probable labelling known by hand, or None
     greedy: tuple = ()  # per sample: the best path's labelling known by hand, or None
-    targets: tuple = ()  # per sample: what an aligner aligns, or None (no aligner row)
+    targets: tuple = ()  # per sample: what an aligner aligns; None: the greedy labelling
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -60,14 +61,25 @@ class DecoderCase:
         return self.samples[0].shape[1]
 
     def batch(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(log_probs (T, N, C), lengths (N,))``, padded frames as ``PAD_LOGIT`` says."""
+        """``(log_probs (T, N, C), lengths (N,))``; a sample's padded frames spell a label
+        its own frames do not end on, so reading them changes its answer (``pad_frames``)."""
         T = max(s.shape[0] for s in self.samples)
-        pad_label = 1 if self.blank != 1 else 0
-        pad = log_softmax(np.where(np.arange(self.C) == pad_label, PAD_LOGIT, 0.0))  # (C,)
-        out = np.tile(pad, (T, len(self.samples), 1))  # (T, N, C)
+        out = np.zeros((T, len(self.samples), self.C))  # (T, N, C)
         for n, s in enumerate(self.samples):
             out[:len(s), n] = s
+            out[len(s):, n] = self.pad_frames(s, T - len(s))
         return out, np.array([len(s) for s in self.samples], dtype=np.int64)
+
+    def pad_frames(self, sample: np.ndarray, count: int) -> np.ndarray:
+        """``(count, C)`` log-probabilities: a label ``k`` and the blank in turn, each at near
+        certainty, ``k`` not the label the sample's best path ends on (with C = 2, the blank
+        first); one frame read past the end adds ``k`` where C > 2, two frames always do."""
+        last = [k for k in sample.argmax(1) if k != self.blank][-1:]
+        labels = [k for k in range(self.C) if k != self.blank and k not in last] or \
+            [k for k in range(self.C) if k != self.blank]
+        order = [labels[0], self.blank] if labels[0] not in last else [self.blank, labels[0]]
+        frame = {k: log_softmax(np.where(np.arange(self.C) == k, PAD_LOGIT, 0.0)) for k in order}
+        return np.array([frame[order[t % 2]] for t in range(count)]).reshape(count, self.C)
 
     def beam_width(self) -> int:
         if self.beam != "exact":
@@ -93,6 +105,9 @@ def parse_decoder_case(raw: dict, *, family: str, source: str) -> DecoderCase:
     beam = raw.get("beam", "exact")
     if beam != "exact":
         F.integer(beam, f"{where} beam", lo=1)
+    expect("random" not in raw or raw.get("blank", 0) == 0, f"{where} blank",
+           "0 in a [case.random] case (its targets are drawn from the labels 1..C-1)",
+           repr(raw.get("blank")))
     if "random" in raw:
         samples, labels, targets = _random(raw["random"], f"{where} random")
         greedy = (None,) * len(samples)
@@ -122,8 +137,14 @@ def parse_decoder_case(raw: dict, *, family: str, source: str) -> DecoderCase:
             targets.append(known["target"] if known["target"] is not None else known["labels"])
     for i, (s, t) in enumerate(zip(samples, targets)):
         if t is not None:
-            expect(len(minimal_path(t, blank=blank)) <= len(s), f"{where} sample[{i}].target",
-                   f"a target with a path in its {len(s)} frames", list(t))
+            field = "target" if "sample" in raw and "target" in raw["sample"][i] else "labels"
+            expect(len(minimal_path(t, blank=blank)) <= len(s), f"{where} sample[{i}].{field}",
+                   f"labels with a path in its {len(s)} frames", list(t))
+    if beam == "exact":
+        width = max(prefix_count(len(s), C) for s in samples)
+        expect(width <= MAX_EXACT_BEAM, f"{where} beam", "an integer for a case this large "
+               f"(an exact beam would hold {width:.3g} prefixes, more than {MAX_EXACT_BEAM})",
+               "'exact'")
     return DecoderCase(name, raw["description"].strip(), raw["provenance"].strip(), family,
                        tuple(samples), blank, beam, tuple(labels), tuple(greedy),
                        tuple(targets), source)

@@ -29,8 +29,8 @@ from ctcbench.settings import SettingsCommand, command_line_settings
 @baseline_options
 @format_option("table", "json", "csv")
 @click.pass_context
-def compare_cmd(ctx, backends, decoders, functions, convention, device, known_issues, case_globs, dtypes,
-                case_dirs, out, resume, save_baseline, baseline, fmt, **_settings):
+def compare_cmd(ctx, backends, decoders, functions, convention, device, known_issues, case_globs,
+                dtypes, case_dirs, out, resume, save_baseline, baseline, fmt, **_settings):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
     from ctcbench.compare.run import compare
     from ctcbench.compare.table import df_records, format_table, nothing_checked, to_csv

@@ -11,12 +11,14 @@ from __future__ import annotations
 import fnmatch
 import time
 
+import numpy as np
+
 from ctcbench.caselib.decoder_cases import DecoderCase
 from ctcbench.caselib.known import known_issue
 from ctcbench.caselib.decoder_judge import (BRUTE_FORCE_PATHS, aligner_target, judge_aligner,
                                             judge_decoder)
 from ctcbench.errors import fail
-from ctcbench.runtime.decoders import decoder_names, get_decoder
+from ctcbench.runtime.decoders import OWN_DECODERS, decoder_names, get_decoder
 from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, BackendUnavailable
 from ctcbench.runtime.status import Status
 
@@ -25,21 +27,14 @@ SAID_FINDINGS = 3  # findings a row's reason spells out; the rest are counted
 
 
 def default_decoders() -> list[str]:
-    """What ``compare`` checks with no ``--decoder``: the decoders that run in this process
-    (ctcbench's own; a framework's decoder starts a worker, so it is asked for by name)."""
-    out = []
-    for name in decoder_names():
-        try:
-            if not get_decoder(name).traits.isolated:
-                out.append(name)
-        except Exception:  # unavailable or broken: asked for by name, it gets its row
-            pass
-    return out
+    """What ``compare`` checks with no ``--decoder``: ctcbench's own decoders and aligner
+    (a framework's decoder is asked for by name, or with ``all``)."""
+    return list(OWN_DECODERS)
 
 
 def expand(names) -> list[str]:
     """``--decoder`` values: names, or ``all``."""
-    names = list(names or ())
+    names = list(dict.fromkeys(names or ()))
     return decoder_names() if ALL in names else names
 
 
@@ -58,10 +53,15 @@ def no_decoder_case(globs, cases) -> None:
          f"families {', '.join(sorted({c.family for c in cases}))}", repr(list(globs)))
 
 
-def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None) -> list[dict]:
-    """The rows of ``names`` on ``cases``; each row goes to ``append`` as it is made."""
+def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None,
+                 done=frozenset()) -> list[dict]:
+    """The rows of ``names`` on ``cases``; each row goes to ``append`` as it is made.
+    ``done``: (decoder, case) pairs an earlier run of the folder finished (``--resume``)."""
     rows = []
     for name in names:
+        if all((name, c.name) in done for c in cases):
+            update(len(cases))
+            continue
         try:
             decoder = get_decoder(name)
         except BackendUnavailable as exc:
@@ -70,8 +70,12 @@ def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None) 
             append(row)
             update(len(cases))
             continue
+        _warm_up(decoder)
         try:
             for case in cases:
+                if (name, case.name) in done:
+                    update()
+                    continue
                 row = check_decoder_case(decoder, case)
                 rows.append(row)
                 append(row)
@@ -81,19 +85,35 @@ def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None) 
     return rows
 
 
+def _warm_up(decoder) -> None:
+    """One tiny call first, so a worker's start and a framework's import stay out of time_s;
+    the rows report whatever is wrong."""
+    lp = np.log(np.full((2, 1, 3), 1 / 3))  # (T, N, C)
+    try:
+        if decoder.traits.role == "aligner":
+            decoder.align(lp[:, 0], [1], blank=0)
+        else:
+            decoder.decode(lp, [2], blank=0, beam=1)
+    except Exception:
+        pass
+
+
 def check_decoder_case(decoder, case: DecoderCase) -> dict:
     """One row: ``decoder`` (a ``LoadedDecoder``) on ``case``, judged."""
     traits = decoder.traits
-    start = time.perf_counter()
     try:
         if traits.role == "aligner":
-            got = [decoder.align(lp, aligner_target(case, n), blank=case.blank)
-                   for n, lp in enumerate(case.samples)]
+            targets = [aligner_target(case, n) for n in range(len(case.samples))]
+            start = time.perf_counter()
+            got = [decoder.align(lp, t, blank=case.blank) for lp, t in zip(case.samples, targets)]
+            seconds = time.perf_counter() - start  # the call alone, not the judge
             findings = judge_aligner(traits, case, got)
         else:
             log_probs, lengths = case.batch()
             beam = case.beam_width()
+            start = time.perf_counter()
             hyps = decoder.decode(log_probs, lengths, blank=case.blank, beam=beam)
+            seconds = time.perf_counter() - start
             findings = judge_decoder(traits, case, hyps, beam=beam)
     except BackendCrashed as exc:
         return _row(decoder.name, case, Status.CRASHED, str(exc), traits)
@@ -102,7 +122,6 @@ def check_decoder_case(decoder, case: DecoderCase) -> dict:
     except Exception as exc:
         return _row(decoder.name, case, Status.ERROR, f"{type(exc).__name__}: {exc}"[:600],
                     traits)
-    seconds = time.perf_counter() - start
     if not findings:
         return _row(decoder.name, case, Status.OK, None, traits, seconds)
     said = "; ".join(str(f) for f in findings[:SAID_FINDINGS])
@@ -123,3 +142,15 @@ def _row(name, case, status, reason, traits=None, seconds=None) -> dict:
             "status": status, "reason": reason, "time_s": seconds,
             "family": None if case == "*" else f"decoders/{case.family}",
             "oracle": None if case == "*" else ("brute force" if small else "reference")}
+
+
+def stale_decoder_issues(rows, names) -> list[str]:
+    """A passing decoder row a known issue claims: said, as for losses (``compare.stale``)."""
+    out = []
+    for r in rows:
+        if r.get("backend") in names and r.get("status") == Status.OK:
+            issue = known_issue(r["backend"], r["case"], r["dtype"])
+            if issue is not None:
+                out.append(f"{r['backend']}/{r['case']}/{r['dtype']}: listed as known "
+                           f"({issue.reason}) but passes")
+    return out

@@ -21,7 +21,7 @@ from ctcbench.compare.baseline import save_baseline as write_baseline
 from ctcbench.compare.checks import check, prepare_all
 from ctcbench.compare.config import CompareSettings
 from ctcbench.compare.decoders import (decoder_rows, default_decoders, expand, no_decoder_case,
-                                       select_decoder_cases)
+                                       select_decoder_cases, stale_decoder_issues)
 from ctcbench.compare.kind import KEY, KIND
 from ctcbench.compare.stale import regressions, stale_known_issues
 from ctcbench.compare.extra import API, check_error
@@ -114,8 +114,11 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
         if decoder_list:
             bar.stage("compare decoders", total=len(decoder_list) * len(decoder_cases),
                       unit="runs")
+            finished = {(r.get("backend"), r.get("case")) for r in kept
+                        if r.get("backend") in decoder_list}
             df = tidy(df_records(df) + decoder_rows(decoder_list, decoder_cases,
-                                                    append=run.log.append, update=bar.update))
+                                                    append=run.log.append, update=bar.update,
+                                                    done=finished))
             bar.close()
         atomic_write(run.run_dir / "rows.csv", to_csv(df))
         atomic_write(run.run_dir / "rows.json", to_json(df_records(df), indent=1) + "\n")
@@ -125,7 +128,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             files.append(plot_margins(df, run.run_dir / "margins.png"))
         summary = summarize(df, run.run_dir)
         summary["stale_known"] = stale_known_issues(
-            df_records(df), {b.name: b for b in ready}, backend_versions(ready))
+            df_records(df), {b.name: b for b in ready}, backend_versions(ready)
+        ) + stale_decoder_issues(df_records(df), decoder_list)
         summary["regressions"] = regressions(df_records(df))
         raw = [r for r in run.rows()
                if r.get("status") in (Status.OK, Status.MISMATCH, Status.KNOWN)]
@@ -142,7 +146,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
 
 def _decoders(decoders, named_backends, cases, case_dirs) -> tuple[list[str], list, object]:
     """The decoders a run checks, their cases, and the loss cases (or globs) left: checked
-    before any work. A glob that matches a decoder case selects it and no loss case; with
+    before any work. A glob selects in both libraries; one that matches no loss case is left
+    out of the loss selection (a glob matching neither is refused there, naming both). With
     decoders named alone, ``case_dirs`` hold decoder cases (a fuzz find, say)."""
     names = expand(decoders) if decoders else ([] if named_backends else default_decoders())
     check_decoder_names(names, "decoder")
@@ -156,10 +161,20 @@ def _decoders(decoders, named_backends, cases, case_dirs) -> tuple[list[str], li
     if not globs:
         return names, library, cases
     chosen = select_decoder_cases(library, globs)
-    if not chosen and decoders and not named_backends:
+    if not chosen and alone:
         no_decoder_case(globs, library)
-    rest = [g for g in globs if not select_decoder_cases(library, [g])]
-    return names, chosen, rest if rest or not chosen else []
+    if alone:
+        return names, chosen, []
+    loss = load_cases(case_dirs)
+    rest = [g for g in globs if _matches(loss, g) or not select_decoder_cases(library, [g])]
+    return names, chosen, rest if rest else []
+
+
+def _matches(cases, glob: str) -> bool:
+    try:
+        return bool(select_cases(cases, [glob]))
+    except ValueError:  # it matches none of them
+        return False
 
 
 def known_of(path, targets) -> dict[str, dict[str, str]]:

@@ -21,11 +21,12 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ctcbench.caselib.casefile import case_name
 from ctcbench.caselib.decoder_cases import parse_decoder_case
-from ctcbench.caselib.decoder_judge import judge_aligner, judge_decoder
+from ctcbench.compare.decoders import check_decoder_case
 from ctcbench.files import atomic_write
 from ctcbench.progress import Progress
 from ctcbench.runtime.decoders import get_decoder
 from ctcbench.runtime.protocol import BackendUnavailable
+from ctcbench.runtime.status import Status
 
 LOGITS = (-2.0, -1.0, 0.0, 0.0, 0.5, 1.0, 3.0)  # repeated values make ties likely
 SCALES = (0.1, 1.0, 3.0, 10.0)
@@ -56,23 +57,9 @@ def decoding_problems(draw) -> dict:
 
 
 def judge_drawn(decoder, raw: dict) -> str | None:
-    """What is wrong with ``decoder`` on the drawn case, or None."""
-    case = parse_decoder_case(raw, family="fuzz", source="drawn")
-    try:
-        if decoder.traits.role == "aligner":
-            from ctcbench.caselib.decoder_judge import aligner_target
-            got = [decoder.align(lp, aligner_target(case, n), blank=case.blank)
-                   for n, lp in enumerate(case.samples)]
-            findings = judge_aligner(decoder.traits, case, got)
-        else:
-            log_probs, lengths = case.batch()
-            beam = case.beam_width()
-            findings = judge_decoder(decoder.traits, case,
-                                     decoder.decode(log_probs, lengths, blank=case.blank,
-                                                    beam=beam), beam=beam)
-    except Exception as exc:
-        return f"raised {type(exc).__name__}: {exc}"[:300]
-    return str(findings[0]) if findings else None
+    """What is wrong with ``decoder`` on the drawn case (its compare row's reason), or None."""
+    row = check_decoder_case(decoder, parse_decoder_case(raw, family="fuzz", source="drawn"))
+    return None if row["status"] == Status.OK else f"{row['status']}: {row['reason']}"[:400]
 
 
 def fuzz_decoder(name: str, *, budget: float, seed: int, run_dir: Path,

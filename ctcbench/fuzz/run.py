@@ -97,6 +97,9 @@ def _fuzz_decoder(name: str, s: FuzzSettings, *, out, resume, progress) -> RunRe
     check_decoder_names([name], "--decoder")
     expect(s.executor == "local" and s.scheduler is None and s.jobs in (None, 1), "--decoder",
            "a search here (--executor local)", f"--executor {s.executor}")
+    expect(s.against == FuzzSettings.against and not s.dtypes, "--decoder",
+           "no --against or --dtype (a decoder is judged by brute force, in its own dtype)",
+           "--against" if s.against != FuzzSettings.against else "--dtype")
     check_out(KIND, out, resume=resume)
     with open_run(KIND, out, resume=resume) as run:
         if not resume:

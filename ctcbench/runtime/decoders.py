@@ -47,6 +47,7 @@ BUILTIN_DECODERS: dict[str, str] = {
     "flashlight-logadd": "ctcbench.backends.decode_flashlight:FlashlightLogAddDecoder",
     "ctc-segmentation": "ctcbench.backends.align_ctcseg:CTCSegmentationAligner",
 }
+OWN_DECODERS = ("greedy", "beam", "viterbi")  # ctcbench's own: compare checks them by default
 REFERENCE_DECODER = "beam"  # exact at a beam of prefix_count(T, C)
 REFERENCE_ALIGNER = "viterbi"
 ROLES = ("decoder", "aligner")
@@ -161,8 +162,10 @@ class LoadedDecoder:
             return self.worker.call(method, arrays, **kwargs)
         return getattr(self.impl, method)(**arrays, **kwargs)
 
-    def decode(self, log_probs, lengths, *, blank: int = 0, beam: int = 1) -> list[list[Hypothesis]]:
-        """``log_probs (T, N, C)`` float64 normalised, ``lengths (N,)`` -> per sample, best first."""
+    def decode(self, log_probs, lengths, *, blank: int = 0,
+               beam: int = 1) -> list[list[Hypothesis]]:
+        """``log_probs (T, N, C)`` float64 normalised, ``lengths (N,)``: per sample, best
+        first."""
         log_probs = np.ascontiguousarray(log_probs, dtype=np.float64)
         lengths = np.asarray(lengths, dtype=np.int64)
         out = self._call("decode", {"log_probs": log_probs, "lengths": lengths},

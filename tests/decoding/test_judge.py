@@ -32,7 +32,7 @@ def test_our_decoders_pass_every_case(name):
      "repeats merged across a blank"),
     (faulty.NoMergeGreedy(), "repeat_without_blank", "repeats not merged"),
     (faulty.LastClassBlankGreedy(), "blank_first_and_last", "class 2 treated as the blank"),
-    (faulty.PaddingReadingGreedy(), "ragged_batch", "expected"),
+    (faulty.PaddingReadingGreedy(), "ragged_lengths", "expected"),
     (faulty.DoubleMergeBeam(), "repeat_across_blank", "repeats merged across a blank"),
     (faulty.OverScoringBeam(), "random_small", "scored"),
     (faulty.ShiftedLabelsBeam(), "blank_first_and_last", "labels shifted by -1"),
@@ -46,3 +46,25 @@ def test_each_planted_fault_is_named(impl, case, words):
 def test_a_fault_is_not_seen_where_it_changes_nothing():
     # no repeat and no blank between labels: merging order cannot matter
     assert _row(faulty.BlanksFirstGreedy(), "all_blank")["status"] == Status.OK
+
+
+def test_a_class_the_frames_never_use_is_not_blamed_as_the_blank():
+    import numpy as np
+    from ctcbench.caselib.decoder_judge import name_fault
+    from ctcbench.core.ctcmath import log_softmax
+    lp = log_softmax(np.array([[0, 5, 0, 0], [5, 0, 0, 0], [0, 0, 5, 0]], dtype=float))
+    # the argmax path is 1 _ 2; class 3 never wins a frame
+    assert name_fault((1, 0, 2), (1, 2), lp, 0).startswith("the blank (class 0) left in")
+
+
+def test_hand_answers_of_the_case_files_agree_with_brute_force():
+    from ctcbench.caselib.library import load_cases
+    from ctcbench.core.ctcmath import collapse
+    from ctcbench.core.decoding import most_probable
+    for case in CASES.values():
+        for n, lp in enumerate(case.samples):
+            if case.labels and case.labels[n] is not None and lp.shape[1] ** len(lp) < 10 ** 6:
+                assert case.labels[n] in most_probable(lp, blank=case.blank)[0], case.name
+            if case.greedy and case.greedy[n] is not None:
+                assert collapse(lp.argmax(1), blank=case.blank) == case.greedy[n], case.name
+    assert not set(CASES) & {c.name for c in load_cases()}  # a name selects one library's case

@@ -91,9 +91,21 @@ def test_strings_with_an_alphabet_and_keras_padded_output():
 def test_a_beam_decoder_is_held_to_the_most_probable_labelling():
     # blank 0.6 in both frames: the best path is empty, but A has 0.64 of the mass
     probs = np.array([[[0.6, 0.4]], [[0.6, 0.4]]])  # (T=2, N=1, C=2)
-    greedy_answer = check_decoder(lambda p: [[]], probs, beam=4)
-    assert not greedy_answer.ok and "empty output" in greedy_answer.findings[0]
+    greedy_answer = check_decoder(lambda p: [[]], probs, beam=4)  # 4 >= the 3 prefixes
+    assert not greedy_answer.ok
+    assert "the best path's labelling, not the most probable one" in greedy_answer.findings[0]
     assert check_decoder(lambda p: [[1]], probs, beam=4).ok
+    # a beam of 1 may keep the empty prefix at frame 1 (0.6 > 0.4) and lose A: not a fault
+    assert check_decoder(lambda p: [[]], probs, beam=1).ok
+
+
+def test_bad_values_and_lengths_are_one_line():
+    values = np.log(np.full((3, 1, 2), 0.5))
+    values[0, 0, 0], values[1, 0, 1] = np.nan, -np.inf
+    with pytest.raises(ValueError, match="values: expected finite numbers"):
+        check_decoder(lambda p: [[]], values)
+    with pytest.raises(ValueError, match="lengths: expected whole frame counts"):
+        check_decoder(lambda p, L: [[]], np.log(np.full((3, 1, 2), 0.5)), [2.7])
 
 
 def test_bad_arguments_are_one_line():
