@@ -20,7 +20,7 @@ from ctcbench.caselib.decoder_judge import (BRUTE_FORCE_PATHS, aligner_target, j
 from ctcbench.errors import fail
 from ctcbench.runtime.decoders import OWN_DECODERS, decoder_names, get_decoder
 from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, BackendUnavailable
-from ctcbench.runtime.status import Status
+from ctcbench.runtime.status import FAILING, Status
 
 ALL = "all"  # --decoder all: every registered decoder and aligner
 SAID_FINDINGS = 3  # findings a row's reason spells out; the rest are counted
@@ -99,7 +99,18 @@ def _warm_up(decoder) -> None:
 
 
 def check_decoder_case(decoder, case: DecoderCase) -> dict:
-    """One row: ``decoder`` (a ``LoadedDecoder``) on ``case``, judged."""
+    """One row: ``decoder`` (a ``LoadedDecoder``) on ``case``, judged; a failure that
+    ``cases/known_issues.toml`` lists is ``known``, as for losses."""
+    row = _checked(decoder, case)
+    if row["status"] in FAILING:
+        issue = known_issue(decoder.name, case.name, decoder.traits.dtype)
+        if issue is not None:
+            return {**row, "status": Status.KNOWN,
+                    "reason": f"known {row['status']}: {issue.reason} | {row['reason']}"}
+    return row
+
+
+def _checked(decoder, case: DecoderCase) -> dict:
     traits = decoder.traits
     try:
         if traits.role == "aligner":
@@ -127,10 +138,6 @@ def check_decoder_case(decoder, case: DecoderCase) -> dict:
     said = "; ".join(str(f) for f in findings[:SAID_FINDINGS])
     more = len(findings) - SAID_FINDINGS
     said += f"; and {more} more" if more > 0 else ""
-    issue = known_issue(decoder.name, case.name, traits.dtype)  # cases/known_issues.toml
-    if issue is not None:
-        return _row(decoder.name, case, Status.KNOWN, f"known mismatch: {issue.reason} | {said}",
-                    traits, seconds)
     return _row(decoder.name, case, Status.MISMATCH, said, traits, seconds)
 
 
