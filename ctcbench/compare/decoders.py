@@ -54,9 +54,11 @@ def no_decoder_case(globs, cases) -> None:
 
 
 def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None,
-                 done=frozenset()) -> list[dict]:
+                 done=frozenset(), versions=None) -> list[dict]:
     """The rows of ``names`` on ``cases``; each row goes to ``append`` as it is made.
-    ``done``: (decoder, case) pairs an earlier run of the folder finished (``--resume``)."""
+    ``done``: (decoder, case) pairs an earlier run of the folder finished (``--resume``);
+    ``versions``: a dict filled with each loaded decoder's {distribution: version}."""
+    from ctcbench.runtime.registry import backend_versions
     rows = []
     for name in names:
         if all((name, c.name) in done for c in cases):
@@ -70,6 +72,8 @@ def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None,
             append(row)
             update(len(cases))
             continue
+        if versions is not None:
+            versions.update(backend_versions([decoder]))  # its module's and its packages'
         _warm_up(decoder)
         try:
             for case in cases:

@@ -116,10 +116,14 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
                       unit="runs")
             finished = {(r.get("backend"), r.get("case")) for r in kept
                         if r.get("backend") in decoder_list}
+            versions = {}
             df = tidy(df_records(df) + decoder_rows(decoder_list, decoder_cases,
                                                     append=run.log.append, update=bar.update,
-                                                    done=finished))
+                                                    done=finished, versions=versions))
             bar.close()
+            run.write_meta({**run.meta["config"], "decoders": decoder_list,
+                            "decoder_cases": [c.name for c in decoder_cases],
+                            "decoder_versions": versions})
         atomic_write(run.run_dir / "rows.csv", to_csv(df))
         atomic_write(run.run_dir / "rows.json", to_json(df_records(df), indent=1) + "\n")
         files = [run.run_dir / "rows.csv", run.run_dir / "rows.json"]
