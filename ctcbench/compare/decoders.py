@@ -9,33 +9,23 @@ computes in, ``oracle`` where the right answer came from.
 from __future__ import annotations
 
 import fnmatch
-import time
 
 import numpy as np
 
 from ctcbench.caselib.decoder_cases import DecoderCase
+from ctcbench.caselib.decoder_check import check_decoder_case, decoder_row
 from ctcbench.caselib.known import known_issue
-from ctcbench.caselib.decoder_judge import (BRUTE_FORCE_PATHS, aligner_target, judge_aligner,
-                                            judge_decoder)
 from ctcbench.errors import fail
-from ctcbench.runtime.decoders import OWN_DECODERS, decoder_names, get_decoder
-from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, BackendUnavailable
-from ctcbench.runtime.status import FAILING, Status
+from ctcbench.runtime.decoders import OWN_DECODERS, get_decoder
+from ctcbench.runtime.protocol import BackendUnavailable
+from ctcbench.runtime.status import Status
 
-ALL = "all"  # --decoder all: every registered decoder and aligner
-SAID_FINDINGS = 3  # findings a row's reason spells out; the rest are counted
 
 
 def default_decoders() -> list[str]:
     """What ``compare`` checks with no ``--decoder``: ctcbench's own decoders and aligner
     (a framework's decoder is asked for by name, or with ``all``)."""
     return list(OWN_DECODERS)
-
-
-def expand(names) -> list[str]:
-    """``--decoder`` values: names, or ``all``."""
-    names = list(dict.fromkeys(names or ()))
-    return decoder_names() if ALL in names else names
 
 
 def select_decoder_cases(cases: list[DecoderCase], globs) -> list[DecoderCase]:
@@ -67,7 +57,7 @@ def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None,
         try:
             decoder = get_decoder(name)
         except BackendUnavailable as exc:
-            row = _row(name, "*", Status.SKIPPED, str(exc))
+            row = decoder_row(name, "*", Status.SKIPPED, str(exc))
             rows.append(row)
             append(row)
             update(len(cases))
@@ -100,59 +90,6 @@ def _warm_up(decoder) -> None:
             decoder.decode(lp, [2], blank=0, beam=1)
     except Exception:
         pass
-
-
-def check_decoder_case(decoder, case: DecoderCase) -> dict:
-    """One row: ``decoder`` (a ``LoadedDecoder``) on ``case``, judged; a failure that
-    ``cases/known_issues.toml`` lists is ``known``, as for losses."""
-    row = _checked(decoder, case)
-    if row["status"] in FAILING:
-        issue = known_issue(decoder.name, case.name, decoder.traits.dtype)
-        if issue is not None:
-            return {**row, "status": Status.KNOWN,
-                    "reason": f"known {row['status']}: {issue.reason} | {row['reason']}"}
-    return row
-
-
-def _checked(decoder, case: DecoderCase) -> dict:
-    traits = decoder.traits
-    try:
-        if traits.role == "aligner":
-            targets = [aligner_target(case, n) for n in range(len(case.samples))]
-            start = time.perf_counter()
-            got = [decoder.align(lp, t, blank=case.blank) for lp, t in zip(case.samples, targets)]
-            seconds = time.perf_counter() - start  # the call alone, not the judge
-            findings = judge_aligner(traits, case, got)
-        else:
-            log_probs, lengths = case.batch()
-            beam = case.beam_width()
-            start = time.perf_counter()
-            hyps = decoder.decode(log_probs, lengths, blank=case.blank, beam=beam)
-            seconds = time.perf_counter() - start
-            findings = judge_decoder(traits, case, hyps, beam=beam)
-    except BackendCrashed as exc:
-        return _row(decoder.name, case, Status.CRASHED, str(exc), traits)
-    except BackendTimeout as exc:
-        return _row(decoder.name, case, Status.TIMEOUT, str(exc), traits)
-    except Exception as exc:
-        return _row(decoder.name, case, Status.ERROR, f"{type(exc).__name__}: {exc}"[:600],
-                    traits)
-    if not findings:
-        return _row(decoder.name, case, Status.OK, None, traits, seconds)
-    said = "; ".join(str(f) for f in findings[:SAID_FINDINGS])
-    more = len(findings) - SAID_FINDINGS
-    said += f"; and {more} more" if more > 0 else ""
-    return _row(decoder.name, case, Status.MISMATCH, said, traits, seconds)
-
-
-def _row(name, case, status, reason, traits=None, seconds=None) -> dict:
-    small = case != "*" and all(s.shape[1] ** s.shape[0] <= BRUTE_FORCE_PATHS
-                                for s in case.samples)
-    return {"backend": name, "case": case if case == "*" else case.name,
-            "dtype": traits.dtype if traits else "*", "device": "cpu" if traits else "-",
-            "status": status, "reason": reason, "time_s": seconds,
-            "family": None if case == "*" else f"decoders/{case.family}",
-            "oracle": None if case == "*" else ("brute force" if small else "reference")}
 
 
 def stale_decoder_issues(rows, names) -> list[str]:

@@ -20,7 +20,7 @@ from ctcbench.compare.baseline import against_baseline, load_baseline
 from ctcbench.compare.baseline import save_baseline as write_baseline
 from ctcbench.compare.checks import check, prepare_all
 from ctcbench.compare.config import CompareSettings
-from ctcbench.compare.decoders import (decoder_rows, default_decoders, expand, no_decoder_case,
+from ctcbench.compare.decoders import (decoder_rows, default_decoders, no_decoder_case,
                                        select_decoder_cases, stale_decoder_issues)
 from ctcbench.compare.kind import KEY, KIND
 from ctcbench.compare.stale import regressions, stale_known_issues
@@ -30,6 +30,7 @@ from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.errors import one_of
 from ctcbench.progress import Progress
 from ctcbench.runtime.decoders import check_decoder_names
+from ctcbench.runtime.decoders import expand_decoder_names as expand
 from ctcbench.runtime.functions import add_functions
 from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,

@@ -46,7 +46,7 @@ def datasheet(ctx, backend_names, functions, convention, device, all_backends, d
 
 
 def _decoder_sheet(decoders, fmt, given) -> None:
-    from ctcbench.compare.decoders import expand
+    from ctcbench.runtime.decoders import expand_decoder_names as expand
     from ctcbench.datasheet.decoders import probe_decoder, sheet_text
     from ctcbench.files import to_json
     from ctcbench.runtime.decoders import check_decoder_names

@@ -21,7 +21,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ctcbench.caselib.casefile import case_name
 from ctcbench.caselib.decoder_cases import parse_decoder_case
-from ctcbench.compare.decoders import check_decoder_case
+from ctcbench.caselib.decoder_check import check_decoder_case
 from ctcbench.files import atomic_write
 from ctcbench.progress import Progress
 from ctcbench.runtime.decoders import get_decoder

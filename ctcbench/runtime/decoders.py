@@ -118,6 +118,15 @@ def _role_of(name: str) -> str | None:
         return None
 
 
+ALL = "all"  # --decoder all: every registered decoder and aligner
+
+
+def expand_decoder_names(names) -> list[str]:
+    """``--decoder`` values, each once: names, or ``all``."""
+    names = list(dict.fromkeys(names or ()))
+    return decoder_names() if ALL in names else names
+
+
 def register_decoder(name: str, factory, *, replace: bool = False) -> None:
     """Register ``factory`` (a class, a zero-argument function or ``"module:attr"``)."""
     if not replace and name in _table():

@@ -2,7 +2,7 @@
 import pytest
 
 from ctcbench.caselib.decoder_cases import load_decoder_cases
-from ctcbench.compare.decoders import check_decoder_case
+from ctcbench.caselib.decoder_check import check_decoder_case
 from ctcbench.runtime.decoders import LoadedDecoder, DecoderTraits, get_decoder
 from ctcbench.runtime.status import Status
 
