@@ -59,24 +59,26 @@ def write_report(run_dirs, out: Path | None = None) -> Path:
     link_base = out.resolve().parent
     runs = [run_page(d, link_base) for d in run_dirs]
     before_after = None
-    if len(runs) == 2 and all(r["kind"] == "bench" for r in runs):
-        from ctcbench.bench.page import before_after as pair
-        before_after = pair(runs[0]["body"]["rows"], runs[1]["body"]["rows"])
+    kind = kinds()[runs[0]["kind"]]
+    if len(runs) == 2 and runs[1]["kind"] == kind.name and kind.pair:  # two runs of a kind
+        before_after = kind.pair_rows(runs[0]["body"]["rows"], runs[1]["body"]["rows"])
     title = "ctcbench " + " + ".join(dict.fromkeys(r["kind"] for r in runs)) + " report"
     return write_page(out, render_page(runs, title, before_after))
 
 
-def write_backend_pages(run_dir: Path) -> list[Path]:
-    """A datasheet folder's page of each backend alone, ``<run_dir>/pages/<backend>.html``
-    (``report.html`` holds them all side by side). Returns the paths written."""
-    from ctcbench.datasheet.page import backends, context
+def write_part_pages(run_dir: Path) -> list[Path]:
+    """A folder's page of each of its parts alone, ``<run_dir>/pages/<part>.html``, for a
+    kind that declares ``pages`` (a datasheet: one per backend; ``report.html`` holds them
+    side by side). Returns the paths written."""
     from ctcbench.report import render_page, write_page
     run_dir = Path(run_dir)
+    kind, _ = identify(run_dir, kinds())
     out = []
-    for name in backends(run_dir):
+    for name in kind.page_parts(run_dir):
         path = run_dir / "pages" / f"{name}.html"
-        run = run_page(run_dir, path.parent, body=functools.partial(context, only=name))
-        out.append(write_page(path, render_page([run], f"ctcbench datasheet: {name}")))
+        run = run_page(run_dir, path.parent,
+                       body=functools.partial(kind.page_context, only=name))
+        out.append(write_page(path, render_page([run], f"ctcbench {kind.name}: {name}")))
     return out
 
 

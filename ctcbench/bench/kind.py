@@ -7,4 +7,4 @@ FLOATS = ("time_median_s", "time_min_s", "time_max_s", "ns_per_cell", "ratio_to_
 
 KIND = RunKind("bench", row_format=1, key=KEY, floats=FLOATS, optional_key=("beam",),
                exports=("bench.csv", "bench.json", "*.png", "report.html"),
-               context="ctcbench.bench.page:context")
+               context="ctcbench.bench.page:context", pair="ctcbench.bench.page:before_after")

@@ -31,12 +31,12 @@ def datasheet(ctx, backend_names, functions, convention, device, all_backends, d
                                                     ("--all", all_backends), ("--out", out)))
     from ctcbench.datasheet.run import datasheet as run_datasheet
     from ctcbench.datasheet.sheet import text
-    from ctcbench.drivers import write_backend_pages
+    from ctcbench.drivers import write_part_pages
     from ctcbench.files import read_text
     backend_names = with_functions(backend_names, functions, convention, device) or []
     result = run_datasheet(backend_names, all_backends=all_backends, out=out, resume=resume,
                            **command_line_settings(ctx, datasheet_settings()))
-    result.files += write_backend_pages(result.run_dir)  # before report.html, which links them
+    result.files += write_part_pages(result.run_dir)  # before report.html, which links them
     finish_run(result)
     if fmt == "json":
         click.echo(read_text(result.run_dir / "datasheet.json", "datasheet.json"), nl=False)

@@ -5,4 +5,5 @@ from ctcbench.runs.kinds import RunKind
 KIND = RunKind("datasheet", row_format=1, key=("backend", "dtype", "stage", "item"),
                floats=("loss_err", "grad_err", "loss_score", "loss_diff", "grad_diff", "seconds"),
                exports=("datasheet.json", "datasheet.md", "cases/", "pages/", "report.html"),
-               context="ctcbench.datasheet.page:context")
+               context="ctcbench.datasheet.page:context",
+               pages="ctcbench.datasheet.page:backends")

@@ -29,15 +29,31 @@ class RunKind:
     optional_key: tuple[str, ...] = ()  # key columns some rows lack (bench's beam: decoders')
     exports: tuple[str, ...] = ()
     context: str = ""
+    # "module:function" hooks the table (ctcbench/drivers.py) calls, so it names no driver:
+    # ``pair(before_rows, after_rows)``, a before/after table for two runs of the kind;
+    # ``pages(run_dir)``, the names of pages of one part each (a datasheet's backends),
+    # each made by ``context(..., only=name)``
+    pair: str = ""
+    pages: str = ""
 
     @property
     def template(self) -> str:
         """The page's template, beside the driver's code (the renderer looks in ``ctcbench/``)."""
         return f"{self.name}/page.html.j2"
 
-    def page_context(self, run_dir: Path, meta: dict, link_base: Path) -> dict:
-        module, _, function = self.context.partition(":")
-        return getattr(importlib.import_module(module), function)(run_dir, meta, link_base)
+    def page_context(self, run_dir: Path, meta: dict, link_base: Path, **only) -> dict:
+        return _hook(self.context)(run_dir, meta, link_base, **only)
+
+    def pair_rows(self, before: list[dict], after: list[dict]) -> list[dict] | None:
+        return _hook(self.pair)(before, after) if self.pair else None
+
+    def page_parts(self, run_dir: Path) -> list[str]:
+        return list(_hook(self.pages)(run_dir)) if self.pages else []
+
+
+def _hook(spec: str):
+    module, _, function = spec.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def read_meta(run_dir: Path) -> dict | None:
