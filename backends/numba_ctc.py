@@ -54,11 +54,19 @@ def launch(kernel, args, loss, grad, path, threads: int) -> int:
     slowed by other load holds back at most one chunk. A batch of fewer than
     ``CELLS_PER_THREAD`` DP cells a thread runs on fewer threads, as waking one costs more
     than it saves. Returns the threads used."""
+    def run(samples):
+        try:
+            kernel(*args, loss, grad, path, samples)
+        except BaseException:  # out of memory inside: the kernel left subnormals flushed
+            from ctcbench.backends.numba_math import keep_subnormals
+            keep_subnormals()
+            raise
+
     N = loss.shape[0]
     cells = args[2] * (2 * args[3] + 1)  # (N,) DP cells per sample
     threads = max(1, min(threads, N, int(cells.sum()) // max(1, CELLS_PER_THREAD)))
     if threads == 1:
-        kernel(*args, loss, grad, path, np.arange(N, dtype=np.int64))
+        run(np.arange(N, dtype=np.int64))
         return 1
     order = np.argsort(-cells, kind="stable")  # (N,) longest first
     count = min(N, CHUNKS_PER_THREAD * threads)
@@ -67,7 +75,7 @@ def launch(kernel, args, loss, grad, path, threads: int) -> int:
 
     def work():
         for chunk in taken:
-            kernel(*args, loss, grad, path, chunk)
+            run(chunk)
     pool = _helper_pool(threads - 1)
     helpers = [pool.submit(work) for _ in range(threads - 1)]
     try:

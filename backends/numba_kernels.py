@@ -31,6 +31,7 @@ import math
 import numpy as np
 from numba import njit
 
+from ctcbench.backends.numba_math import FLUSH_SUBNORMALS, get_fp_control, set_fp_control
 from ctcbench.backends.numba_rescue import (TILT_PERIOD, sample_log_space,  # noqa: F401
                                             sample_tilted)
 from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa: F401
@@ -293,9 +294,12 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
     (T, N, C)`` float64, ``path (N,)`` int8. Serial and ``nogil``: threads share a batch by
     calling it on disjoint ``samples`` (``numba_ctc.launch``), so one compiled kernel serves
     every thread count, and numba builds no parallel loop (docs/numba.md, "Compilation")."""
+    control = get_fp_control()
+    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (numba_math)
     for i in range(samples.shape[0]):
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
                      grad, path, samples[i], sample_float64)
+    set_fp_control(control)
 
 
 @njit(**JIT)
@@ -303,9 +307,12 @@ def ctc_batch32(logits, targets, input_lengths, target_lengths, blank, weights, 
                 path, samples):
     """:func:`ctc_batch` in the opt-in float32 compute (:func:`sample_float32`), ``grad``
     float32: a kernel of its own, so that the default compiles none of the float32 rows."""
+    control = get_fp_control()
+    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (numba_math)
     for i in range(samples.shape[0]):
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
                      grad, path, samples[i], sample_float32)
+    set_fp_control(control)
 
 
 KERNELS = {"float64": ctc_batch, "float32": ctc_batch32}  # compute dtype -> kernel

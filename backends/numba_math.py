@@ -9,6 +9,8 @@ own flags (the softmax).
 """
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -109,3 +111,51 @@ def lse3(a, b, c):
     shift = m if m > -np.inf else 0.0
     total = exp_nonpositive(a - shift) + exp_nonpositive(b - shift) + exp_nonpositive(c - shift)
     return m + log_1_to_4(max(total, 1.0))
+
+
+
+# -- subnormals flushed to zero while a kernel runs ------------------------------------------
+# On Intel cores an operation with a subnormal input or result takes a microcode assist of
+# ~100+ cycles. Peaked (trained-like) logits leave the states far from the alignment decaying
+# through the subnormals every frame, which doubled the kernel's time on an Intel Xeon; those
+# values lie below 1e-300 of their row, far under the guards' SAFE_FLOOR (1e-250), so zero
+# changes no result (docs/numba.md, "Subnormals"). MXCSR is per thread: each kernel call sets
+# it and puts it back.
+FLUSH_SUBNORMALS = 0x8040  # MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+X86 = platform.machine().lower() in ("x86_64", "amd64")  # elsewhere the calls do nothing
+_I8P = ir.IntType(8).as_pointer()
+
+
+def _mxcsr(builder, name, ptr):
+    fn = builder.module.declare_intrinsic(name, fnty=ir.FunctionType(ir.VoidType(), [_I8P]))
+    builder.call(fn, [builder.bitcast(ptr, _I8P)])
+
+
+@intrinsic
+def get_fp_control(typingctx):
+    """The calling thread's MXCSR (x86-64's SSE/AVX control register); 0 off x86."""
+    def codegen(context, builder, signature, args):
+        ptr = builder.alloca(ir.IntType(32))
+        builder.store(ir.Constant(ir.IntType(32), 0), ptr)
+        if X86:
+            _mxcsr(builder, "llvm.x86.sse.stmxcsr", ptr)
+        return builder.zext(builder.load(ptr), ir.IntType(64))
+    return types.int64(), codegen
+
+
+@intrinsic
+def set_fp_control(typingctx, value):
+    """Load ``value`` into the calling thread's MXCSR (nothing off x86)."""
+    def codegen(context, builder, signature, args):
+        if X86:
+            ptr = builder.alloca(ir.IntType(32))
+            builder.store(builder.trunc(args[0], ir.IntType(32)), ptr)
+            _mxcsr(builder, "llvm.x86.sse.ldmxcsr", ptr)
+        return context.get_dummy_value()
+    return types.void(types.int64), codegen
+
+
+@njit(cache=True)
+def keep_subnormals():
+    """Clear the flush bits in the calling thread: what a kernel that raised left set."""
+    set_fp_control(get_fp_control() & ~FLUSH_SUBNORMALS)

@@ -213,6 +213,57 @@ def test_one_and_two_threads_give_the_same_bits_in_either_compute(compute, monke
         assert runs[0].float32_rows[:2].all() and not runs[0].float32_rows[2:].any()
 
 
+def _forward_subnormals(logits, target):
+    """How many entries of the forward rows of ``logits (T, C)`` (blank 0), each row divided
+    by its sum as the fast path does, are subnormal: a plain NumPy recursion, no flushing."""
+    L = len(target)
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    ext = np.zeros(2 * L + 1, int)
+    ext[1::2] = target
+    skip = np.zeros(2 * L + 1, bool)
+    skip[3::2] = target[1:] != target[:-1]
+    a = np.zeros(2 * L + 1)
+    a[:2] = p[0, ext[:2]]
+    count = 0
+    for t in range(1, len(p)):
+        b = a.copy()
+        b[1:] += a[:-1]
+        b[2:] += np.where(skip[2:], a[:-2], 0.0)
+        a = b * p[t, ext]
+        a /= a.sum()
+        count += int(((a > 0) & (a < np.finfo(np.float64).tiny)).sum())
+    return count
+
+
+def test_peaked_samples_with_subnormal_states_stay_exact(numba_backend):
+    """Peaked (trained-like) logits drive the states far from the alignment through the
+    subnormals, which the kernel flushes to zero (docs/numba.md, "Subnormals"): the loss and
+    gradient stay within 1e-10 of the float64 reference, which keeps them."""
+    rng = np.random.default_rng(5)
+    logits, targets = _peaked(rng, 600, 3, 12, 60)
+    logits = logits.astype(np.float64)
+    assert _forward_subnormals(logits[:, 0], targets[0]) > 100  # the case is what it says
+    problem = CTCProblem(logits, targets, [600, 550, 600], [60, 60, 50])
+    ours, ref = numba_backend.run(problem), get_backend("numpy").run(problem)
+    np.testing.assert_allclose(ours.loss, ref.loss, rtol=1e-10)
+    np.testing.assert_allclose(ours.grad_logits, ref.grad_logits, rtol=0, atol=1e-10)
+
+
+def test_the_threads_keep_their_subnormals_after_a_call(numba_backend, monkeypatch):
+    """Subnormals are flushed inside the kernel only: afterwards, in the caller's thread and
+    in the pool's, 1e-308 / 1e3 is a subnormal again, not 0."""
+    from ctcbench.backends.numba_ctc import _helper_pool
+    rng = np.random.default_rng(8)
+    logits, targets = _peaked(rng, 2000, 4, 12, 60)
+    monkeypatch.setenv(THREADS_ENV, "2")
+    result = numba_backend.run(CTCProblem(logits, targets, [2000] * 4, [60] * 4))
+    tiny = np.finfo(np.float64).tiny
+    assert 0 < 1e-308 / 1e3 < tiny
+    if result.raw.threads == 2:
+        assert 0 < _helper_pool(1).submit(lambda: 1e-308 / 1e3).result() < tiny
+
+
 def test_bad_thread_count_is_an_error(numba_backend, monkeypatch):
     """CTCBENCH_THREADS must be a positive integer; the message names it."""
     monkeypatch.setenv(THREADS_ENV, "zero")
