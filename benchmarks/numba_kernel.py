@@ -13,10 +13,11 @@ Versions alternate within each round, so load on a shared machine hits them alik
     python benchmarks/numba_kernel.py backends/numba_kernels.py --dtype float32 \
         --compute float64,float32   # float64 against float32 compute, float32 logits
 
-Per version and size: process CPU time per call (best and median of ``--repeat``, one
-thread: less sensitive to other processes than wall time) and ns per DP cell
-(time / (T N (2L + 1))); with ``--threads 1,2`` also the wall time per thread count, the
-counts alternating call by call, and the median of the per-call speed-up over one thread.
+First the CPU (``ctcbench.environment.cpu_line``): figures hold for that CPU only. Then per
+version and size: process CPU time per call (best and median of ``--repeat``, one thread:
+less sensitive to other processes than wall time) and ns per DP cell (time / (T N (2L + 1)));
+with ``--threads 1,2`` also the wall time per thread count, the counts alternating call by
+call, and the median of the per-call speed-up over one thread.
 Random targets and logits (seed 0; ``--logits peaked`` for a trained model's), every sample T
 frames and L labels. Samples per path, by ``numba_kernels``' codes: FAST, TILTED, LOG_SPACE,
 FAST64.
@@ -31,6 +32,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from ctcbench.environment import cpu_description, cpu_line
 
 SIZES = ["1000,32,100,200", "200,16,50,40", "50,8,20,10", "1000,8,5000,100"]
 
@@ -100,6 +103,7 @@ def main() -> None:
     parser.add_argument("--chunksize", type=int, default=1, help="numba's parallel chunk size "
                         "for a prange kernel (1: samples one at a time, as its adapter ran it)")
     args = parser.parse_args()
+    print(cpu_line(cpu_description()), flush=True)  # figures hold for this CPU only
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     # Functions the versions import (numba_math) compiled from these exec'd modules must not
     # go into the project's disk cache: numba could not load those entries back.

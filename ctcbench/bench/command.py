@@ -32,6 +32,7 @@ def bench(ctx, backend_names, functions, convention, device, decoders, beams, fm
           baseline, fail_on, **_settings):
     """Time forward+backward and peak memory of every backend over a size grid."""
     from ctcbench.bench.run import bench as run_bench, format_table, records
+    from ctcbench.environment import cpu_text
     from ctcbench.files import to_json
     if decoders and (backend_names or functions or baseline):
         raise click.UsageError("--decoder: expected it without --backend, --function and "
@@ -42,6 +43,8 @@ def bench(ctx, backend_names, functions, convention, device, decoders, beams, fm
                        **command_line_settings(ctx, bench_settings()))
     finish_run(result)
     rows = records(result.rows)
+    if fmt == "table":  # json and csv: the CPU is in the run folder's meta.json
+        click.echo(f"Measured on {cpu_text(result.environment)}")
     if decoders and fmt == "table":
         from ctcbench.bench.decoders import format_rows
         click.echo(format_rows(rows))

@@ -31,6 +31,7 @@ def datasheet(ctx, backend_names, functions, convention, device, all_backends, d
                                                     ("--all", all_backends), ("--out", out)))
     from ctcbench.datasheet.run import datasheet as run_datasheet
     from ctcbench.datasheet.sheet import text
+    from ctcbench.environment import cpu_text
     from ctcbench.drivers import write_part_pages
     from ctcbench.files import read_text
     backend_names = with_functions(backend_names, functions, convention, device) or []
@@ -41,6 +42,7 @@ def datasheet(ctx, backend_names, functions, convention, device, all_backends, d
     if fmt == "json":
         click.echo(read_text(result.run_dir / "datasheet.json", "datasheet.json"), nl=False)
         return
+    click.echo(f"Measured on {cpu_text(result.environment)}")
     click.echo(text(result.summary["sheets"]))
 
 

@@ -8,6 +8,7 @@ from ctcbench.datasheet.axes import AXES
 from ctcbench.datasheet.config import command_line
 from ctcbench.datasheet.determinism import Repeats
 from ctcbench.datasheet.precision import CLIMBS
+from ctcbench.environment import cpu_text
 from ctcbench.runtime.malformed import verdict
 from ctcbench.files import atomic_write, to_json
 from ctcbench.formatting import sci, sig
@@ -153,8 +154,8 @@ def markdown(sheet: dict[str, dict], meta: dict) -> str:
     command = "ctcbench datasheet " + ("--all" if config.get("all") else "--backend " +
                                        ",".join(backends)) + " " + command_line(config)
     lines = ["# CTC implementations side by side", "",
-             f"Measured {env.get('utc_time', '?')} on {env.get('cpu', '?')} "
-             f"({env.get('cpu_count', '?')} CPUs), ctcbench at {env.get('git_commit') or '?'}, "
+             f"Measured {env.get('utc_time', '?')} on {cpu_text(env)}, "
+             f"ctcbench at {env.get('git_commit') or '?'}, "
              f"with `{command}`; what each row means: [datasheet.md](datasheet.md).", "",
              "| " + " | ".join(head[0]) + " |", "|" + "---|" * len(head[0])]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in head[1:]]

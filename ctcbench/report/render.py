@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
+from ctcbench.environment import cpu_text
 from ctcbench.files import atomic_write
 from ctcbench.formatting import FILTERS
 
@@ -17,7 +18,7 @@ def environment():
     here = Path(__file__).resolve().parent
     env = jinja2.Environment(loader=jinja2.FileSystemLoader([here / "templates", here.parent]),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(FILTERS)
+    env.filters.update(FILTERS, cpu_line=cpu_text)  # an environment dict's CPU, one line
     return env
 
 

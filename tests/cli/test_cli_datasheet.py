@@ -30,7 +30,8 @@ def test_datasheet_json_and_table(tmp_path):
     res = runner.invoke(cli, ["datasheet", "--backend", "numpy", "--stages", "determinism",
                               "--out", str(tmp_path / "b")])
     assert res.exit_code == 0, res.output
-    lines = res.stdout.splitlines()
+    measured_on, *lines = res.stdout.splitlines()  # the CPU first, then the table
+    assert measured_on.startswith("Measured on ") and measured_on.endswith(" CPUs)")
     assert lines[0].split() == ["numpy"] and lines[-1].split()[:3] == ["repeat", "calls", "(float32)"]
     # said before it starts: no search asked for, so no share of --budget
     assert ("datasheet: 1 backend x (0 s of searches (--budget) + about 2 s of the other "
