@@ -81,7 +81,9 @@ def softmax_pieces(x, out, tg, L, e, piece):
     return m
 
 
-def _best(call, repeat: int) -> float:
+def best_time(call, repeat: int) -> float:
+    """The least process CPU time of ``repeat`` calls of ``call``, after one untimed call
+    (which compiles and warms up)."""
     call()  # compile, warm up
     times = []
     for _ in range(repeat):
@@ -133,7 +135,7 @@ def main() -> None:
             for _ in range(args.repeat):  # the dtypes alternate
                 for d in dtypes:
                     for k, call in calls[d].items():
-                        best[d, k] = min(best[d, k], _best(call, 1))
+                        best[d, k] = min(best[d, k], best_time(call, 1))
             for d in dtypes:
                 cell = (2 * L + 1) * args.frames
                 fw, bw = (best[d, k] / cell * 1e9 for k in ("forward", "backward"))
