@@ -100,6 +100,10 @@ def main() -> None:
     parser.add_argument("--compute", default="float64", help="the gradient's dtype, which "
                         "is the compute asked for: float64, float32, or both (float64,float32)")
     parser.add_argument("--logits", choices=["random", "peaked"], default="random")
+    parser.add_argument("--flush-subnormals", action="store_true", help="set the calling "
+                        "thread's flush-to-zero bits before timing, so that versions older "
+                        "than step 14 (docs/numba.md) run without subnormals too (one thread, "
+                        "serial kernels only: a prange kernel runs in numba's threads)")
     parser.add_argument("--chunksize", type=int, default=1, help="numba's parallel chunk size "
                         "for a prange kernel (1: samples one at a time, as its adapter ran it)")
     args = parser.parse_args()
@@ -111,6 +115,14 @@ def main() -> None:
     import numba
 
     numba.set_parallel_chunksize(args.chunksize)
+    if args.flush_subnormals:
+        from ctcbench.backends.numba_math import (FLUSH_SUBNORMALS, get_fp_control,
+                                                  set_fp_control)
+
+        @numba.njit
+        def flush():
+            set_fp_control(get_fp_control() | FLUSH_SUBNORMALS)
+        flush()
     threads = [int(x) for x in args.threads.split(",")]
     kernels = {(path, compute): load_kernel(path, compute) for path in args.versions
                for compute in args.compute.split(",")}
