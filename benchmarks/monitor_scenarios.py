@@ -4,7 +4,8 @@ what it reports on the healthy runs (nothing expected). docs/doctor.md records a
 Not part of the test suite (minutes of training). Run with:
 
     python benchmarks/monitor_scenarios.py repeatvec captcha-stall line-labs [--steps N]
-        [--seeds 0] [--lrs 1e-3] [--arm baseline] [--out reports/monitor-scenarios]
+        [--seeds 0] [--lrs 1e-3] [--models crnn] [--arm baseline]
+        [--out reports/monitor-scenarios]
 
 Each run is the scenario's baseline config, trained by an explicit loop as a user would write
 it (the convergence driver's loop without its evaluation): the monitor sees the training
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -58,8 +60,33 @@ def monitored_run(cfg, out: Path, cache_dir: str) -> dict:
         sched.step()
     out.mkdir(parents=True, exist_ok=True)
     (out / "losses.json").write_text(json.dumps(losses))
+    (out / "looks.json").write_text(json.dumps(monitor.looks))
     return {"events": [(e.step, e.kind) for e in monitor.events],
+            "plateau": plateau_exit(losses, monitor.looks),
             "wall_s": round(time.perf_counter() - start, 1)}
+
+
+def plateau_exit(losses: list, looks: list, after: int = 100) -> dict | None:
+    """Where the blank plateau ended and how far the loss was below its level then and
+    ``after`` steps later (docs/doctor.md's table for ``loss-stall``): the loss averaged over
+    the 50 steps up to a look; the level, its median at the looks that found the plateau;
+    the end, the first look without it after the last one with it. None if no look found it."""
+    def recent(step):
+        return sum(losses[max(0, step - 49):step + 1]) / len(losses[max(0, step - 49):step + 1])
+    levels, end = [], None
+    for step, codes in looks:
+        if {"blank-collapse", "time-invariant"} & set(codes):
+            levels.append(recent(step))
+            end = None
+        elif levels and end is None:
+            end = step
+    if not levels:
+        return None
+    level = statistics.median(levels)
+    below = {k: round(100 * (1 - recent(min(s, len(losses) - 1)) / level))
+             for k, s in (("pct_below_at_end", end), ("pct_below_later", (end or 0) + after))
+             if end is not None}
+    return {"level": round(level, 2), "end": end, **below}
 
 
 def main() -> None:
@@ -68,6 +95,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--lrs", default=None, help="learning rates (default: the scenario's)")
+    parser.add_argument("--models", default=None, help="models (default: the scenario's)")
     parser.add_argument("--arm", default="baseline", help="the scenario's arm (captcha-stall: "
                         "no-batchnorm, batch64, ...)")
     parser.add_argument("--out", default="reports/monitor-scenarios")
@@ -78,6 +106,8 @@ def main() -> None:
         given["steps"] = args.steps
     if args.lrs:
         given["lr"] = tuple(float(v) for v in args.lrs.split(","))
+    if args.models:
+        given["model.name"] = tuple(args.models.split(","))
     results = {}
     for name in args.scenarios:
         base, grid = build(arm_values(SCENARIOS[name], args.arm, given))

@@ -16,14 +16,16 @@ Usage, after ``loss.backward()`` (so the gradient is there)::
 Kinds reported: ``loss-non-finite``, ``loss-negative``, ``gradient-exploding`` (the gradient
 norm past ``grad_factor`` times its running median, or non-finite), ``blank-plateau`` (the loss
 flat over the last ``window`` steps while the doctor finds the blank plateau or time-invariant
-frames) and ``input:<code>`` for each error the doctor finds in the batch (``time-invariant``,
+frames), ``loss-stall`` (the model left the blank plateau, but ``stall_after`` steps later the
+loss is still within ``stall_band`` of the plateau's level, which has then held at least half
+the run: a stall that ends is still one) and ``input:<code>`` for each error the doctor finds in the batch (``time-invariant``,
 an error of the model's state, once two looks in a row find it). The doctor looks at
 the batch every ``check_every`` steps, starting with the first.
 """
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +67,9 @@ class Monitor:
       window: steps over which a flat loss counts as a plateau (healthy CTC runs sit on the
         blank plateau for a few hundred steps); flat_tol: the relative change allowed between
         the means of the window's two halves.
+      stall_band, stall_after: a loss within ``stall_band`` (a fraction) of the blank
+        plateau's level is still on it; ``stall_after`` steps after the doctor last found the
+        plateau, such a loss is a stall if the plateau's level has held half the run.
       grad_factor: a gradient norm this many times its running median is exploding.
       report: called with each :class:`Event` (default: print its line).
       kind: what ``step`` is handed, ``"log_probs"`` (torch's ctc_loss), ``"logits"`` (optax,
@@ -74,21 +79,24 @@ class Monitor:
 
     def __init__(self, out_dir="ctcbench-monitor", *, blank: int = 0, reduction: str = "mean",
                  check_every: int = 25, window: int = 500, flat_tol: float = 0.02,
-                 grad_factor: float = 10.0, report=print, kind: str = "log_probs",
+                 stall_band: float = 0.1, stall_after: int = 100, grad_factor: float = 10.0, report=print, kind: str = "log_probs",
                  layout: str = "TNC"):
         one_of("kind", [kind], VALUE_KEYS)
         one_of("layout", [layout], LAYOUTS)
         self.out_dir = Path(out_dir)
         self.blank, self.reduction, self.kind, self.layout = blank, reduction, kind, layout
         self.check_every, self.window, self.flat_tol = check_every, window, flat_tol
+        self.stall_band, self.stall_after = stall_band, stall_after
         self.grad_factor = grad_factor
         self.report = report
         self.events: list[Event] = []
+        self.looks: list[tuple[int, tuple[str, ...]]] = []  # (step, the doctor's codes) each look
         self._reported: set[str] = set()
         self._losses: deque = deque(maxlen=window)
         self._norms: deque = deque(maxlen=200)
         self._step = -1
         self._model_state: set[str] = set()  # model-state errors found at the last look
+        self._plateau = _Plateau()  # the blank plateau the doctor's looks have found
 
     def step(self, loss, log_probs, targets, input_lengths, target_lengths, *, model=None,
              grad_norm: float | None = None, step: int | None = None) -> list[Event]:
@@ -162,6 +170,7 @@ class Monitor:
         report = diagnose(**{self.kind: values}, targets=targets, input_lengths=input_lengths,
                           target_lengths=target_lengths, blank=self.blank,
                           reduction=self.reduction)
+        self.looks.append((self._step, tuple(report.codes)))
         events, model_state = [], set()
         for f in report.findings:
             if f.severity != "error":
@@ -173,6 +182,7 @@ class Monitor:
             events += self._event(f"input:{f.code}", f.message, f.evidence, batch)
         self._model_state = model_state
         found = [f for f in report.findings if f.code in PLATEAU_CODES]
+        events += self._stall(bool(found), batch)
         if found and self._plateau_suspected():
             losses = np.array(self._losses)
             events += self._event(
@@ -183,6 +193,42 @@ class Monitor:
                                         "steps": len(losses), **found[0].evidence},
                 batch)
         return events
+
+    def _stall(self, on_plateau: bool, batch) -> list[Event]:
+        """``loss-stall``: the model has left the blank plateau (the doctor no longer finds it)
+        but, ``stall_after`` steps on, the loss is still within ``stall_band`` of the level it
+        had there. A healthy run's loss is already falling when the plateau ends (seed
+        scenarios: below the band by the first look without it); the captcha stall's stays
+        near 16 for hundreds of steps while the model emits labels (docs/doctor.md)."""
+        if "loss-stall" in self._reported or not self._losses:
+            return []
+        recent = float(np.mean(list(self._losses)[-2 * self.check_every:]))
+        plateau = self._plateau
+        if on_plateau:
+            plateau.on(self._step, recent)
+            return []
+        if plateau.start is None:
+            return []
+        plateau.left(self._step)
+        level = float(np.median(plateau.levels))
+        if recent < (1 - self.stall_band) * level:  # falling: the plateau was the run's start
+            self._plateau = _Plateau()
+            return []
+        since, held = self._step - plateau.end, self._step - plateau.start
+        if since < self.stall_after or 2 * held < self._step + 1:
+            return []
+        frames = to_numpy(batch.arrays()[0], self.kind)[0]  # (T, N, C) time-major
+        emitting = float((frames.argmax(-1) != self.blank).mean())
+        return self._event(
+            "loss-stall", f"the model left the blank plateau at step {plateau.end} (it emits "
+            f"labels on {emitting:.0%} of the frames) but {since} steps later the loss, "
+            f"{recent:.4g}, is still within {self.stall_band:.0%} of the plateau's "
+            f"{level:.4g}, where it has been since step {plateau.start} "
+            f"({held / (self._step + 1):.0%} of the run): a stall. What ended the captcha "
+            "stall in ctcbench's study (docs/convergence.md): BatchNorm, a larger batch, "
+            "mixed-length training data",
+            {"plateau_start": plateau.start, "plateau_end": plateau.end,
+             "plateau_loss": level, "loss": recent, "frames_emitting": emitting}, batch)
 
     def _event(self, kind: str, message: str, evidence: dict, batch) -> list[Event]:
         if kind in self._reported:
@@ -210,6 +256,24 @@ class Monitor:
         np.savez(path, **{k: to_numpy(v, k)[0] for k, v in named.items()},
                  blank=np.int64(self.blank))
         return path
+
+
+@dataclass
+class _Plateau:
+    """The blank plateau as the doctor's looks saw it: the step of the first look that found
+    it, the recent loss at each such look, the first look after that did not."""
+
+    start: int | None = None
+    end: int | None = None
+    levels: list = field(default_factory=list)
+
+    def on(self, step: int, loss: float) -> None:
+        self.start = step if self.start is None else self.start
+        self.end = None  # found again: the plateau goes on
+        self.levels.append(loss)
+
+    def left(self, step: int) -> None:
+        self.end = step if self.end is None else self.end
 
 
 def _grad_norm(model) -> float | None:

@@ -113,3 +113,63 @@ def test_time_invariant_frames_are_reported_when_two_looks_in_a_row_find_them(tm
     for step in range(25):
         monitor.step(torch.tensor(9.0 - 0.1 * step), lp, TARGETS, IL, TL)
     assert [(e.step, e.kind) for e in monitor.events] == [(10, "input:time-invariant")]
+
+
+def _blank_frames():
+    logits = torch.zeros(T, N, C)
+    logits[..., 0] = 4.0  # every frame predicts blank: the doctor's blank-collapse
+    return logits.log_softmax(-1)
+
+
+def _emitting_frames(seed):
+    """Frames that vary along time and mostly predict labels: neither collapsed nor repeated."""
+    return (torch.randn(T, N, C, generator=torch.Generator().manual_seed(seed)) * 2).log_softmax(-1)
+
+
+def _feed(monitor, phases):
+    """``phases``: (steps, loss at each step, frames) in order; the loss given, not computed."""
+    step = 0
+    for steps, loss, frames in phases:
+        for _ in range(steps):
+            monitor.step(torch.tensor(loss(step)), frames(step), TARGETS, IL, TL, step=step)
+            step += 1
+
+
+def test_a_stall_that_outlasts_the_blank_plateau_is_reported(tmp_path):
+    """The captcha stall's shape: blank frames at loss 10 for 100 steps, then frames that emit
+    labels while the loss creeps to 9.5, within 10% of the plateau. The blank plateau ends at
+    the look at step 100; 50 steps on (stall_after), at step 150, the loss is still near 10 and
+    the plateau level has held all 150 steps: one loss-stall, its evidence the two steps."""
+    monitor, _ = _monitor(tmp_path, stall_after=50)
+    _feed(monitor, [(100, lambda s: 10.0, lambda s: _blank_frames()),
+                    (200, lambda s: 10.0 - 0.0025 * (s - 100), _emitting_frames)])
+    stall = [e for e in monitor.events if e.kind == "loss-stall"]
+    assert [e.step for e in stall] == [150]
+    assert (stall[0].evidence["plateau_start"], stall[0].evidence["plateau_end"]) == (0, 100)
+    assert stall[0].evidence["plateau_loss"] == pytest.approx(10.0)
+    assert stall[0].evidence["frames_emitting"] > 0.5
+    assert [step for step, _ in monitor.looks[:3]] == [0, 10, 20]  # every check_every steps
+    assert "blank-collapse" in monitor.looks[0][1]
+    assert "blank-collapse" not in monitor.looks[10][1]  # step 100: labels
+    assert "blank-collapse" in ctcbench.diagnose(**load_inputs(
+        next(e for e in monitor.events if e.kind == "blank-plateau").batch_file)).codes
+
+
+def test_a_plateau_that_ends_in_a_falling_loss_is_not_a_stall(tmp_path):
+    """A healthy run's start: the same blank plateau, but once labels appear the loss falls
+    (10 -> 8 at the first look without the plateau): no loss-stall."""
+    monitor, _ = _monitor(tmp_path, stall_after=50)
+    _feed(monitor, [(100, lambda s: 10.0, lambda s: _blank_frames()),
+                    (200, lambda s: 8.0 - 0.01 * (s - 100), _emitting_frames)])
+    assert "loss-stall" not in {e.kind for e in monitor.events}
+
+
+def test_a_short_plateau_late_in_a_long_run_is_not_a_stall(tmp_path):
+    """Long relative to the run: 400 steps of learning (loss 5), a 40-step blank plateau,
+    then labels at the same loss for 160 steps: the plateau's level has held 200 of the
+    run's 600 steps, less than half, so no loss-stall."""
+    monitor, _ = _monitor(tmp_path, stall_after=50)
+    _feed(monitor, [(400, lambda s: 5.0, _emitting_frames),
+                    (40, lambda s: 5.0, lambda s: _blank_frames()),
+                    (160, lambda s: 5.0, _emitting_frames)])
+    assert "loss-stall" not in {e.kind for e in monitor.events}
