@@ -113,13 +113,12 @@ def lse3(a, b, c):
     return m + log_1_to_4(max(total, 1.0))
 
 
-
 # -- subnormals flushed to zero while a kernel runs ------------------------------------------
 # On Intel cores an operation with a subnormal input or result takes a microcode assist of
 # ~100+ cycles. Peaked (trained-like) logits leave the states far from the alignment decaying
 # through the subnormals every frame, which doubled the kernel's time on an Intel Xeon; those
-# values lie below 1e-300 of their row, far under the guards' SAFE_FLOOR (1e-250), so zero
-# changes no result (docs/numba.md, "Subnormals"). MXCSR is per thread: each kernel call sets
+# values lie below 2.2e-308 of their row, far under the guards' SAFE_FLOOR (1e-250), so zero
+# changes no result (docs/numba.md, design item 8). MXCSR is per thread: each kernel call sets
 # it and puts it back.
 FLUSH_SUBNORMALS = 0x8040  # MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)
 X86 = platform.machine().lower() in ("x86_64", "amd64")  # elsewhere the calls do nothing

@@ -43,8 +43,6 @@ def bench(ctx, backend_names, functions, convention, device, decoders, beams, fm
                        **command_line_settings(ctx, bench_settings()))
     finish_run(result)
     rows = records(result.rows)
-    if fmt == "table":  # json and csv: the CPU is in the run folder's meta.json
-        click.echo(f"Measured on {cpu_text(result.environment)}")
     if decoders and fmt == "table":
         from ctcbench.bench.decoders import format_rows
         click.echo(format_rows(rows))
@@ -54,6 +52,8 @@ def bench(ctx, backend_names, functions, convention, device, decoders, beams, fm
         click.echo((result.run_dir / "bench.csv").read_text(), nl=False)
     else:
         click.echo(format_table(rows))
+    if fmt == "table":  # below the table; json and csv: the CPU is in the run's meta.json
+        click.echo(f"Measured on {cpu_text(result.environment)}")
     if decoders and result.summary["failed"]:  # a decoder raised: its rows say why
         raise SystemExit(1)
     if result.summary["regressions"]:

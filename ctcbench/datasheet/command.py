@@ -42,8 +42,8 @@ def datasheet(ctx, backend_names, functions, convention, device, all_backends, d
     if fmt == "json":
         click.echo(read_text(result.run_dir / "datasheet.json", "datasheet.json"), nl=False)
         return
-    click.echo(f"Measured on {cpu_text(result.environment)}")
     click.echo(text(result.summary["sheets"]))
+    click.echo(f"Measured on {cpu_text(result.environment)}")
 
 
 

@@ -56,7 +56,7 @@ def test_table_and_page_name_the_cpu(run, tmp_path, tiny_grid):
     assert result.exit_code == 0, result.output
     detail = json.loads((out / "meta.json").read_text())["environment"]["cpu_detail"]
     line = f"Measured on {cpu_line(detail)}"
-    assert result.stdout.splitlines()[0] == line
+    assert result.stdout.splitlines()[-1] == line  # below the table
     assert html.escape(line, quote=False) + "." in (out / "report.html").read_text()
 
 def test_baseline_regression_exits_non_zero_naming_backend_and_size(run, tmp_path, tiny_grid):

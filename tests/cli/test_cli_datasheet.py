@@ -30,7 +30,7 @@ def test_datasheet_json_and_table(tmp_path):
     res = runner.invoke(cli, ["datasheet", "--backend", "numpy", "--stages", "determinism",
                               "--out", str(tmp_path / "b")])
     assert res.exit_code == 0, res.output
-    measured_on, *lines = res.stdout.splitlines()  # the CPU first, then the table
+    *lines, measured_on = res.stdout.splitlines()  # the table, then the CPU
     assert measured_on.startswith("Measured on ") and measured_on.endswith(" CPUs)")
     assert lines[0].split() == ["numpy"] and lines[-1].split()[:3] == ["repeat", "calls", "(float32)"]
     # said before it starts: no search asked for, so no share of --budget
