@@ -54,12 +54,14 @@ def launch(kernel, args, loss, grad, path, threads: int) -> int:
     slowed by other load holds back at most one chunk. A batch of fewer than
     ``CELLS_PER_THREAD`` DP cells a thread runs on fewer threads, as waking one costs more
     than it saves. Returns the threads used."""
+    from ctcbench.backends.numba_math import fp_control, restore_fp_control
+
     def run(samples):
+        control = fp_control()  # the kernel sets the flush bits (numba_math) for its call
         try:
             kernel(*args, loss, grad, path, samples)
-        except BaseException:  # out of memory inside: the kernel left subnormals flushed
-            from ctcbench.backends.numba_math import keep_subnormals
-            keep_subnormals()
+        except BaseException:  # out of memory inside: the bits are still set, put them back
+            restore_fp_control(control)
             raise
 
     N = loss.shape[0]

@@ -14,6 +14,7 @@ import platform
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 
@@ -114,12 +115,10 @@ def lse3(a, b, c):
 
 
 # -- subnormals flushed to zero while a kernel runs ------------------------------------------
-# On Intel cores an operation with a subnormal input or result takes a microcode assist of
-# ~100+ cycles. Peaked (trained-like) logits leave the states far from the alignment decaying
-# through the subnormals every frame, which doubled the kernel's time on an Intel Xeon; those
-# values lie below 2.2e-308 of their row, far under the guards' SAFE_FLOOR (1e-250), so zero
-# changes no result (docs/numba.md, design item 8). MXCSR is per thread: each kernel call sets
-# it and puts it back.
+# Peaked (trained-like) logits leave the states far from the alignment decaying through the
+# subnormals every frame, and an Intel core takes a slow assist on each such operation
+# (docs/numba.md, design item 8 and step 14). Each kernel call sets the calling thread's
+# flush bits (MXCSR is per thread) and puts the register back before it returns.
 FLUSH_SUBNORMALS = 0x8040  # MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)
 X86 = platform.machine().lower() in ("x86_64", "amd64")  # elsewhere the calls do nothing
 _I8P = ir.IntType(8).as_pointer()
@@ -134,8 +133,7 @@ def _mxcsr(builder, name, ptr):
 def get_fp_control(typingctx):
     """The calling thread's MXCSR (x86-64's SSE/AVX control register); 0 off x86."""
     def codegen(context, builder, signature, args):
-        ptr = builder.alloca(ir.IntType(32))
-        builder.store(ir.Constant(ir.IntType(32), 0), ptr)
+        ptr = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(32), 0))
         if X86:
             _mxcsr(builder, "llvm.x86.sse.stmxcsr", ptr)
         return builder.zext(builder.load(ptr), ir.IntType(64))
@@ -147,14 +145,20 @@ def set_fp_control(typingctx, value):
     """Load ``value`` into the calling thread's MXCSR (nothing off x86)."""
     def codegen(context, builder, signature, args):
         if X86:
-            ptr = builder.alloca(ir.IntType(32))
+            ptr = cgutils.alloca_once(builder, ir.IntType(32))
             builder.store(builder.trunc(args[0], ir.IntType(32)), ptr)
             _mxcsr(builder, "llvm.x86.sse.ldmxcsr", ptr)
         return context.get_dummy_value()
     return types.void(types.int64), codegen
 
 
-@njit(cache=True)
-def keep_subnormals():
-    """Clear the flush bits in the calling thread: what a kernel that raised left set."""
-    set_fp_control(get_fp_control() & ~FLUSH_SUBNORMALS)
+# The same from Python (``numba_ctc.launch``: what a kernel that raised leaves set is put back),
+# compiled when this module is imported, so that an out-of-memory error never waits on them.
+@njit("int64()", cache=True)
+def fp_control():
+    return get_fp_control()
+
+
+@njit("void(int64)", cache=True)
+def restore_fp_control(value):
+    set_fp_control(value)

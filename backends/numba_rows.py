@@ -17,8 +17,8 @@ FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 JIT = dict(cache=True, fastmath=FASTMATH, error_model="numpy", nogil=True)
 
 
-WHOLE_TABLE_BYTES = 8 << 20  # a sample's forward rows kept whole up to this (past ~3 L2s of
-# rows, recomputing from checkpoints costs less than streaming the table: docs/numba.md, step 15)
+WHOLE_TABLE_BYTES = 8 << 20  # a sample's forward rows kept whole up to this; past it they are
+# recomputed from checkpoints, cheaper than streaming a large table (docs/numba.md, step 15)
 SEGMENT_BYTES = 192 << 10  # past it, one segment's rows: sized to stay in L2
 CHECKPOINT_BYTES = 64 << 20  # and at most this much of checkpointed rows per sample
 # The forward row sums (each in [SAFE_FLOOR, 2]) are multiplied up and their log taken once the

@@ -9,8 +9,11 @@ on any Keras backend. Usage::
 it: with ``keras.losses.CTC`` (the default ``lengths="keras"``) batch-major logits, every frame
 of every sample and every label of ``y``'s padded width (Keras 3 passes the full widths as
 lengths), blank = ``mask_index`` 0. A loss of your own gets ``lengths=fn``, ``fn(x, y, y_pred)
--> (input_lengths, target_lengths)``. The loss is ``logs["loss"]``, Keras' running mean over
-the epoch; no gradient norm reaches a callback, so ``gradient-exploding`` is not watched here.
+-> (input_lengths, target_lengths)``. ``logs["loss"]`` is Keras' running mean over the epoch
+(checked on Keras 3.15: batch ``b``'s logs hold the mean of batches ``0..b``), so each batch's
+own loss is recovered from two means, ``(b + 1) m_b - b m_(b-1)``: the flat-window and
+``loss-stall`` rules see the loss of each batch, not an average that trails it. No gradient norm
+reaches a callback, so ``gradient-exploding`` is not watched here.
 """
 from __future__ import annotations
 
@@ -31,27 +34,33 @@ class Monitor(keras.callbacks.Callback):
         ``ctcbench.Monitor``. lengths: ``"keras"`` or ``fn(x, y, y_pred) -> (input_lengths,
         target_lengths)``. output: which of several model outputs holds the CTC logits (index
         or name). kind: ``"logits"`` (what ``keras.losses.CTC`` takes) or what your loss takes.
+        stall_band, stall_after: as ``ctcbench.Monitor``.
     """
 
     def __init__(self, x, y, out_dir="ctcbench-monitor", *, blank: int = 0, lengths="keras",
                  output=None, kind: str = "logits", check_every: int = 25, window: int = 500,
-                 flat_tol: float = 0.02, report=print):
+                 flat_tol: float = 0.02, stall_band: float = 0.1, stall_after: int = 100,
+                 report=print):
         super().__init__()
         self.x, self.y = x, np.asarray(y)
         self.lengths, self.output = lengths, output
         self.watch = _Monitor(out_dir, blank=blank, kind=kind, layout="NTC",
                               check_every=check_every, window=window, flat_tol=flat_tol,
-                              report=report)
+                              stall_band=stall_band, stall_after=stall_after, report=report)
         self._batches = 0
+        self._mean = 0.0  # logs["loss"] at the epoch's previous batch
 
     @property
     def events(self):
         return self.watch.events
 
     def on_train_batch_end(self, batch, logs=None):
-        loss = (logs or {}).get("loss")
-        if loss is None:
+        mean = (logs or {}).get("loss")
+        if mean is None:
             return
+        mean = float(mean)
+        loss = mean if batch == 0 else (batch + 1) * mean - batch * self._mean  # this batch's
+        self._mean = mean
         step, self._batches = self._batches, self._batches + 1
         made = {}
 
@@ -71,5 +80,5 @@ class Monitor(keras.callbacks.Callback):
                     made["lengths"] = self.lengths(self.x, self.y, values())
             return [np.asarray(a, np.int64) for a in made["lengths"]]
 
-        self.watch.step(float(loss), values, self.y, lambda: lengths()[0],
+        self.watch.step(loss, values, self.y, lambda: lengths()[0],
                         lambda: lengths()[1], step=step)

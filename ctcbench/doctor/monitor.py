@@ -18,9 +18,9 @@ norm past ``grad_factor`` times its running median, or non-finite), ``blank-plat
 flat over the last ``window`` steps while the doctor finds the blank plateau or time-invariant
 frames), ``loss-stall`` (the model left the blank plateau, but ``stall_after`` steps later the
 loss is still within ``stall_band`` of the plateau's level, which has then held at least half
-the run: a stall that ends is still one) and ``input:<code>`` for each error the doctor finds in the batch (``time-invariant``,
-an error of the model's state, once two looks in a row find it). The doctor looks at
-the batch every ``check_every`` steps, starting with the first.
+the run: a stall that ends is still one) and ``input:<code>`` for each error the doctor finds
+in the batch (``time-invariant``, an error of the model's state, once two looks in a row find
+it). The doctor looks at the batch every ``check_every`` steps, starting with the first.
 """
 from __future__ import annotations
 
@@ -68,8 +68,9 @@ class Monitor:
         blank plateau for a few hundred steps); flat_tol: the relative change allowed between
         the means of the window's two halves.
       stall_band, stall_after: a loss within ``stall_band`` (a fraction) of the blank
-        plateau's level is still on it; ``stall_after`` steps after the doctor last found the
-        plateau, such a loss is a stall if the plateau's level has held half the run.
+        plateau's level is still on it; ``stall_after`` steps after the first look that no
+        longer finds the plateau, such a loss is a stall if the plateau's level has held half
+        the steps watched.
       grad_factor: a gradient norm this many times its running median is exploding.
       report: called with each :class:`Event` (default: print its line).
       kind: what ``step`` is handed, ``"log_probs"`` (torch's ctc_loss), ``"logits"`` (optax,
@@ -79,8 +80,8 @@ class Monitor:
 
     def __init__(self, out_dir="ctcbench-monitor", *, blank: int = 0, reduction: str = "mean",
                  check_every: int = 25, window: int = 500, flat_tol: float = 0.02,
-                 stall_band: float = 0.1, stall_after: int = 100, grad_factor: float = 10.0, report=print, kind: str = "log_probs",
-                 layout: str = "TNC"):
+                 stall_band: float = 0.1, stall_after: int = 100, grad_factor: float = 10.0,
+                 report=print, kind: str = "log_probs", layout: str = "TNC"):
         one_of("kind", [kind], VALUE_KEYS)
         one_of("layout", [layout], LAYOUTS)
         self.out_dir = Path(out_dir)
@@ -95,8 +96,14 @@ class Monitor:
         self._losses: deque = deque(maxlen=window)
         self._norms: deque = deque(maxlen=200)
         self._step = -1
+        self._first_step = None  # the first step watched (``step=`` may start anywhere)
         self._model_state: set[str] = set()  # model-state errors found at the last look
         self._plateau = _Plateau()  # the blank plateau the doctor's looks have found
+
+    @property
+    def losses(self) -> list[float]:
+        """The last ``window`` finite losses handed to :meth:`step`, oldest first."""
+        return list(self._losses)
 
     def step(self, loss, log_probs, targets, input_lengths, target_lengths, *, model=None,
              grad_norm: float | None = None, step: int | None = None) -> list[Event]:
@@ -108,6 +115,7 @@ class Monitor:
         saved. model: a torch module whose ``.grad`` norm is read (or pass ``grad_norm``).
         """
         self._step = self._step + 1 if step is None else int(step)
+        self._first_step = self._step if self._first_step is None else self._first_step
         batch = _Batch(log_probs, (targets, input_lengths, target_lengths), self.layout)
         new = []
         value = float(to_numpy(loss, "loss")[0].astype(np.float64).mean())
@@ -211,20 +219,23 @@ class Monitor:
             return []
         plateau.left(self._step)
         level = float(np.median(plateau.levels))
-        if recent < (1 - self.stall_band) * level:  # falling: the plateau was the run's start
-            self._plateau = _Plateau()
+        if abs(recent - level) > self.stall_band * level:  # fell (the plateau was the run's
+            self._plateau = _Plateau()  # start) or rose: either way not on the plateau
             return []
         since, held = self._step - plateau.end, self._step - plateau.start
-        if since < self.stall_after or 2 * held < self._step + 1:
+        watched = self._step - self._first_step + 1
+        if since < self.stall_after or 2 * held < watched:
             return []
-        frames = to_numpy(batch.arrays()[0], self.kind)[0]  # (T, N, C) time-major
-        emitting = float((frames.argmax(-1) != self.blank).mean())
+        values, _, input_lengths, _ = batch.arrays()
+        frames = to_numpy(values, self.kind)[0]  # (T, N, C) time-major
+        valid = np.arange(len(frames))[:, None] < to_numpy(input_lengths, "input_lengths")[0]
+        emitting = float((frames.argmax(-1) != self.blank)[valid].mean()) if valid.any() else 0.0
         return self._event(
             "loss-stall", f"the model left the blank plateau at step {plateau.end} (it emits "
             f"labels on {emitting:.0%} of the frames) but {since} steps later the loss, "
             f"{recent:.4g}, is still within {self.stall_band:.0%} of the plateau's "
             f"{level:.4g}, where it has been since step {plateau.start} "
-            f"({held / (self._step + 1):.0%} of the run): a stall. What ended the captcha "
+            f"({held / watched:.0%} of the steps watched): a stall. What ended the captcha "
             "stall in ctcbench's study (docs/convergence.md): BatchNorm, a larger batch, "
             "mixed-length training data",
             {"plateau_start": plateau.start, "plateau_end": plateau.end,

@@ -18,7 +18,7 @@ def environment():
     here = Path(__file__).resolve().parent
     env = jinja2.Environment(loader=jinja2.FileSystemLoader([here / "templates", here.parent]),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(FILTERS, cpu_line=cpu_text)  # an environment dict's CPU, one line
+    env.filters.update(FILTERS, cpu_text=cpu_text)  # an environment dict's CPU, one line
     return env
 
 

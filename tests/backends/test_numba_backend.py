@@ -250,18 +250,58 @@ def test_peaked_samples_with_subnormal_states_stay_exact(numba_backend):
     np.testing.assert_allclose(ours.grad_logits, ref.grad_logits, rtol=0, atol=1e-10)
 
 
+def _flush_state():
+    """This thread's MXCSR flush bits, and a division done now whose result is subnormal."""
+    from ctcbench.backends.numba_math import FLUSH_SUBNORMALS, fp_control
+    x = np.float64(1e-308)  # a runtime value: the division below is not folded at compile time
+    return fp_control() & FLUSH_SUBNORMALS, float(x / 1e3)
+
+
 def test_the_threads_keep_their_subnormals_after_a_call(numba_backend, monkeypatch):
-    """Subnormals are flushed inside the kernel only: afterwards, in the caller's thread and
-    in the pool's, 1e-308 / 1e3 is a subnormal again, not 0."""
+    """Subnormals are flushed inside the kernel only: after a two-thread call, the caller's
+    thread and the pool's have their flush bits clear, and 1e-308 / 1e3 divided there is a
+    subnormal, not 0."""
     from ctcbench.backends.numba_ctc import _helper_pool
     rng = np.random.default_rng(8)
     logits, targets = _peaked(rng, 2000, 4, 12, 60)
     monkeypatch.setenv(THREADS_ENV, "2")
     result = numba_backend.run(CTCProblem(logits, targets, [2000] * 4, [60] * 4))
     tiny = np.finfo(np.float64).tiny
-    assert 0 < 1e-308 / 1e3 < tiny
+    bits, value = _flush_state()
+    assert bits == 0 and 0 < value < tiny
     if result.raw.threads == 2:
-        assert 0 < _helper_pool(1).submit(lambda: 1e-308 / 1e3).result() < tiny
+        bits, value = _helper_pool(1).submit(_flush_state).result()
+        assert bits == 0 and 0 < value < tiny
+
+
+def test_a_kernel_that_raises_leaves_the_control_register_as_it_was():
+    """A kernel that sets the flush bits and then raises (as an allocation failing inside it
+    would): launch puts the caller's register back as it was, a flush bit the caller had set
+    itself included."""
+    import numba
+    from ctcbench.backends.numba_ctc import launch
+    from ctcbench.backends.numba_math import (FLUSH_SUBNORMALS, fp_control, get_fp_control,
+                                              restore_fp_control, set_fp_control)
+
+    @numba.njit
+    def failing(logits, targets, input_lengths, target_lengths, blank, w, loss, grad, path,
+                samples):
+        set_fp_control(get_fp_control() | FLUSH_SUBNORMALS)
+        raise MemoryError("planted")
+
+    N = 2
+    args = (np.zeros((3, N, 4)), np.ones((N, 1), np.int64), np.full(N, 3, np.int64),
+            np.ones(N, np.int64), np.int64(0), np.ones(N))
+    control = ~0x3F  # MXCSR's control bits; bits 0-5 are sticky status flags, which NumPy
+    before = fp_control()  # clears and any operation may set
+    for own in (0, 0x8000):  # the caller's own flush-to-zero bit, off then on
+        restore_fp_control(before | own)
+        try:
+            with pytest.raises(MemoryError, match="planted"):
+                launch(failing, args, np.empty(N), np.empty((3, N, 4)), np.zeros(N, np.int8), 1)
+            assert fp_control() & control == (before | own) & control
+        finally:
+            restore_fp_control(before)
 
 
 def test_bad_thread_count_is_an_error(numba_backend, monkeypatch):

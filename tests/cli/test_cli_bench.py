@@ -48,9 +48,8 @@ def test_table_and_csv_output(run, tmp_path, tiny_grid):
     assert result.exit_code == 0 and "time_median_s" in result.stdout.splitlines()[0]
 
 
-
 def test_table_and_page_name_the_cpu(run, tmp_path, tiny_grid):
-    """The table's first line and the page's say the CPU as meta.json describes it."""
+    """The line below the table and the page say the CPU as meta.json describes it."""
     out = tmp_path / "a"
     result = run("--grid", str(tiny_grid), "--backend", "numpy", "--repeat", "1", "--out", str(out))
     assert result.exit_code == 0, result.output
@@ -58,6 +57,7 @@ def test_table_and_page_name_the_cpu(run, tmp_path, tiny_grid):
     line = f"Measured on {cpu_line(detail)}"
     assert result.stdout.splitlines()[-1] == line  # below the table
     assert html.escape(line, quote=False) + "." in (out / "report.html").read_text()
+
 
 def test_baseline_regression_exits_non_zero_naming_backend_and_size(run, tmp_path, tiny_grid):
     """Against a baseline 1000x faster, --fail-on time:20% fails with both figures."""

@@ -4,6 +4,8 @@ the monitor's events and the seconds per step with and without it, as one JSON l
 
     python keras_fit.py FAULT OUT_DIR      FAULT: none, softmax (a final softmax: probabilities
                                            passed as logits) or padded (labels padded with 0)
+    python keras_fit.py losses OUT_DIR     learning rate 0, batches in order: the losses the
+                                           monitor was handed and each batch's, by evaluate
 """
 from __future__ import annotations
 
@@ -44,7 +46,21 @@ def fit(fault: str, callbacks) -> float:
     return (time.perf_counter() - start) / (2 * N // 16)
 
 
+def losses(out_dir: str) -> None:
+    """Two epochs at learning rate 0: each batch's loss is fixed, so ``evaluate`` on the batch
+    afterwards is what ``fit`` computed for it, independently of the callback's logs."""
+    x, y = data("none", np.random.default_rng(0))
+    m = model("none")
+    m.compile(optimizer=keras.optimizers.SGD(0.0), loss=keras.losses.CTC())
+    monitor = ctcbench.keras.Monitor(x[:16], y[:16], out_dir, report=None)
+    m.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=[monitor])
+    per_batch = [float(m.evaluate(x[i:i + 16], y[i:i + 16], verbose=0)) for i in range(0, N, 16)]
+    print(json.dumps({"monitor": monitor.watch.losses, "batches": per_batch * 2}))
+
+
 def main(fault: str, out_dir: str) -> None:
+    if fault == "losses":
+        return losses(out_dir)
     monitors = []
 
     def watched(x, y):

@@ -49,6 +49,16 @@ def test_keras_fit_reports_a_planted_fault_at_step_0_and_a_healthy_run_never(tmp
         assert again.errors[0].code == kind.removeprefix("input:")
 
 
+def test_keras_monitor_sees_each_batchs_loss_not_the_epochs_running_mean(tmp_path):
+    """Keras' logs["loss"] is the mean of the epoch so far; the monitor recovers each batch's
+    own loss from it, which ``evaluate`` on that batch gives independently (learning rate 0,
+    12 batches over two epochs, on the torch backend)."""
+    run = _keras_run("torch", "losses", tmp_path)
+    assert len(run["monitor"]) == len(run["batches"]) == 12
+    np.testing.assert_allclose(run["monitor"], run["batches"], rtol=1e-4)
+    assert np.ptp(run["batches"][:6]) > 0.01 * np.mean(run["batches"])  # the batches differ
+
+
 def _optax_run(fault: str, out: Path, steps: int = 30) -> list:
     jax = pytest.importorskip("jax")
     optax = pytest.importorskip("optax")
