@@ -11,7 +11,8 @@ of every sample and every label of ``y``'s padded width (Keras 3 passes the full
 lengths), blank = ``mask_index`` 0. A loss of your own gets ``lengths=fn``, ``fn(x, y, y_pred)
 -> (input_lengths, target_lengths)``. ``logs["loss"]`` is Keras' running mean over the epoch
 (checked on Keras 3.15: batch ``b``'s logs hold the mean of batches ``0..b``), so each batch's
-own loss is recovered from two means, ``(b + 1) m_b - b m_(b-1)``: the flat-window and
+own loss is recovered from two means, ``(b + 1) m_b - b m_(b-1)`` (the mean of the batches
+since the last callback, when ``steps_per_execution`` runs several per call): the flat-window and
 ``loss-stall`` rules see the loss of each batch, not an average that trails it. No gradient norm
 reaches a callback, so ``gradient-exploding`` is not watched here.
 """
@@ -48,7 +49,7 @@ class Monitor(keras.callbacks.Callback):
                               check_every=check_every, window=window, flat_tol=flat_tol,
                               stall_band=stall_band, stall_after=stall_after, report=report)
         self._batches = 0
-        self._mean = 0.0  # logs["loss"] at the epoch's previous batch
+        self._last = (-1, 0.0)  # (batch, logs["loss"]) of this epoch's previous callback
 
     @property
     def events(self):
@@ -58,9 +59,11 @@ class Monitor(keras.callbacks.Callback):
         mean = (logs or {}).get("loss")
         if mean is None:
             return
-        mean = float(mean)
-        loss = mean if batch == 0 else (batch + 1) * mean - batch * self._mean  # this batch's
-        self._mean = mean
+        # the mean of the batches since the last callback (one batch, unless the model runs
+        # several per call: steps_per_execution), from the epoch's running means
+        last, last_mean = self._last if batch > self._last[0] else (-1, 0.0)  # a new epoch
+        loss = ((batch + 1) * float(mean) - (last + 1) * last_mean) / (batch - last)
+        self._last = (batch, float(mean))
         step, self._batches = self._batches, self._batches + 1
         made = {}
 
