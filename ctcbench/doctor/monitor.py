@@ -18,7 +18,7 @@ norm past ``grad_factor`` times its running median, or non-finite), ``blank-plat
 flat over the last ``window`` steps while the doctor finds the blank plateau or time-invariant
 frames), ``loss-stall`` (the model left the blank plateau, but ``stall_after`` steps later the
 loss is still within ``stall_band`` of the plateau's level, which has then held at least half
-the run: a stall that ends is still one) and ``input:<code>`` for each error the doctor finds
+the steps watched: a stall that ends is still one) and ``input:<code>`` for each error the doctor finds
 in the batch (``time-invariant``, an error of the model's state, once two looks in a row find
 it). The doctor looks at the batch every ``check_every`` steps, starting with the first.
 """
