@@ -116,13 +116,9 @@ def main() -> None:
 
     numba.set_parallel_chunksize(args.chunksize)
     if args.flush_subnormals:
-        from ctcbench.backends.numba_math import (FLUSH_SUBNORMALS, get_fp_control,
-                                                  set_fp_control)
-
-        @numba.njit
-        def flush():
-            set_fp_control(get_fp_control() | FLUSH_SUBNORMALS)
-        flush()
+        from ctcbench.backends.numba_math import (FLUSH_SUBNORMALS, fp_control,
+                                                  restore_fp_control)
+        restore_fp_control(fp_control() | FLUSH_SUBNORMALS)
     threads = [int(x) for x in args.threads.split(",")]
     kernels = {(path, compute): load_kernel(path, compute) for path in args.versions
                for compute in args.compute.split(",")}

@@ -19,16 +19,6 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 CPUINFO = Path("/proc/cpuinfo")
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 # widest first: x86 flags, then aarch64 features
@@ -101,6 +91,10 @@ def caches(sysfs: Path = SYSFS_CPU) -> dict[str, dict]:
             shared = None
         out[name] = {"bytes": cache_bytes(size), "shared_by": shared}
     return out
+
+
+def _cpu_model() -> str:
+    return _cpuinfo(CPUINFO).get("model name") or platform.processor() or platform.machine()
 
 
 def _llvm_target() -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ctcbench.environment import cpu_text
+
 
 def missing(x) -> bool:
     """True for None, NaN, "" and the strings JSON sidecars use for them."""
@@ -73,4 +75,5 @@ def sort_key(x) -> str:
     return "" if v is None else repr(v)
 
 
-FILTERS = {"num": num, "ms": ms, "sci": sci, "ratio": ratio, "sig": sig, "sort_key": sort_key}
+FILTERS = {"num": num, "ms": ms, "sci": sci, "ratio": ratio, "sig": sig, "sort_key": sort_key,
+           "cpu_text": cpu_text}  # cpu_text: an environment dict's CPU in one line

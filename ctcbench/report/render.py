@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from ctcbench.environment import cpu_text
 from ctcbench.files import atomic_write
 from ctcbench.formatting import FILTERS
 
@@ -18,7 +17,7 @@ def environment():
     here = Path(__file__).resolve().parent
     env = jinja2.Environment(loader=jinja2.FileSystemLoader([here / "templates", here.parent]),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(FILTERS, cpu_text=cpu_text)  # an environment dict's CPU, one line
+    env.filters.update(FILTERS)
     return env
 
 
