@@ -252,7 +252,7 @@ class NumbaBackend:
         kernel, args, threads, notes = self._prepare(problem, grad_weights)
         loss, grad, path, threads = self._launch(kernel, args, threads, T, N, C)
         log_space = path == k.SamplePath.LOG_SPACE
-        tilted = path == k.SamplePath.TILTED
+        rescued = path == k.SamplePath.BLOCKED
         float32_rows, said = None, self.compute_dtype
         if self.compute_dtype == "float32":  # says what it computed in: float32 rows or not
             float32_rows = path == k.SamplePath.FAST
@@ -265,12 +265,12 @@ class NumbaBackend:
                 notes.append(f"float32 compute: samples {np.flatnonzero(in64).tolist()} "
                              f"computed in float64 (the float32 rows' guards turned them down), "
                              f"gradient stored in float32")
-        if tilted.any():
-            notes.append(f"tilted probability-space rescue for samples "
-                         f"{np.flatnonzero(tilted).tolist()}")
+        if rescued.any():
+            notes.append(f"blocked probability-space rescue for samples "
+                         f"{np.flatnonzero(rescued).tolist()}")
         if log_space.any():
             notes.append(f"log-space path for samples {np.flatnonzero(log_space).tolist()}")
-        return NumbaResult(loss, grad, log_space, threads, notes, said, tilted=tilted,
+        return NumbaResult(loss, grad, log_space, threads, notes, said, rescued=rescued,
                            float32_rows=float32_rows)
 
     def kernel(self, problem: CTCProblem):
@@ -295,10 +295,10 @@ class NumbaBackend:
 
 @dataclass
 class NumbaResult:
-    """The backend result; ``log_space (N,)`` marks samples computed in log space, ``tilted
-    (N,)`` those the tilted probability-space rescue computed (docs/numba.md), and, for the
-    float32 compute, ``float32_rows (N,)`` those computed in float32 rows (the rest in
-    float64)."""
+    """The backend result; ``log_space (N,)`` marks samples computed in log space,
+    ``rescued (N,)`` those the blocked probability-space rescue computed (docs/numba.md),
+    and, for the float32 compute, ``float32_rows (N,)`` those computed in float32 rows (the
+    rest in float64)."""
 
     loss: np.ndarray  # (N,)
     grad_logits: np.ndarray  # (T, N, C)
@@ -306,5 +306,5 @@ class NumbaResult:
     threads: int = 1
     notes: list[str] = field(default_factory=list)
     compute_dtype: str = "float64"
-    tilted: np.ndarray | None = field(default=None, repr=False)  # (N,) bool: the rescue
+    rescued: np.ndarray | None = field(default=None, repr=False)  # (N,) bool: the rescue
     float32_rows: np.ndarray | None = field(default=None, repr=False)  # (N,) bool

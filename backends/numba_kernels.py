@@ -12,10 +12,11 @@ label ``j``, ``[2L + 2]`` a zero, so every update is a contiguous loop without b
 skip transition is a 0/1 factor). Emissions are gathered from the softmax rows when needed,
 gamma is never stored, and long samples are checkpointed (:func:`segment_frames`).
 A sample for which a scaled quantity falls below ``SAFE_FLOOR`` (the reference's rule), or whose
-logits make a softmax row non-finite, is redone by the tilted rescue (:func:`sample_tilted`:
-the same recursion on ``alpha exp(-tilt s)`` and ``beta exp(tilt s)``, which keeps random and
-uniform logits at T in the thousands in probability space) and, if that fails the same checks,
-by :func:`sample_log_space`: exact, slower, rare. Past those checks the gradient is finite
+logits make a softmax row non-finite, is redone by the blocked rescue
+(``numba_blocks.sample_blocked``: the same recursion with each block of 8 (blank, label)
+pairs at its own power-of-two scale, which keeps random and uniform logits at any T in
+probability space) and, if that fails its checks, by :func:`sample_log_space`: exact,
+slower, rare. Past those checks the gradient is finite
 without looking: softmax rows lie in [0, 1], and each ``w * gamma`` term is ``w`` times a part
 of a positive sum over that sum.
 The opt-in float32 compute is a kernel of its own, :func:`ctc_batch32`: the same fast path on
@@ -32,8 +33,8 @@ import numpy as np
 from numba import njit
 
 from ctcbench.backends.numba_math import FLUSH_SUBNORMALS, get_fp_control, set_fp_control
-from ctcbench.backends.numba_rescue import (TILT_PERIOD, sample_log_space,  # noqa: F401
-                                            sample_tilted)
+from ctcbench.backends.numba_blocks import sample_blocked
+from ctcbench.backends.numba_rescue import sample_log_space  # noqa: F401
 from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa: F401
                                           SCALE_FLUSH, WHOLE_TABLE_BYTES, WORKSPACE_GAP,
                                           backward_row, backward_row_split, forward_row,
@@ -45,19 +46,20 @@ class SamplePath(enum.IntEnum):
     """The path a sample took (ctc_batch's ``path``, one int8 per sample)."""
 
     FAST = 0  # the scaled probability-space rows (float32 rows under float32 compute)
-    TILTED = 1  # the tilted probability-space rescue (float64)
+    BLOCKED = 1  # the blocked probability-space rescue (float64)
     LOG_SPACE = 2  # the log-space rows (float64)
     FAST64 = 3  # float32 compute: a sample handed to the float64 paths, taken by their fast one
     SKIPPED = 5  # no recursion ran: no frames, or too few for the target (loss 0 or inf)
 
 
 # the same codes as plain ints, which the compiled kernels read as constants
-FAST, TILTED, LOG_SPACE, FAST64, SKIPPED = (int(p) for p in SamplePath)
+FAST, BLOCKED, LOG_SPACE, FAST64, SKIPPED = (int(p) for p in SamplePath)
 
 # The fast path hands a sample to the rescue early when the forward mass at the linear
 # alignment's state falls below this fraction of the row's (random logits at T=3000-4000: by
 # frame 470-670; inputs the fast path passes stayed above 1e-55, see docs/numba.md, step 12).
 BAIL_BELOW = 1e-150
+BAIL_PERIOD = 16  # frames between two of those checks
 BAILED = -1e300  # sample_fast's return when it bailed (far below any loss, which rounding
 # may leave a little below 0, e.g. -1e-9 from float32 rows)
 # The opt-in float32 compute (ctc_batch32): the fast path on float32 rows, 16 lanes
@@ -74,7 +76,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     loss, or NaN when it is unsafe or a softmax row is not finite (the caller then tries the
     rescue, then log space).
     ``skip (L + 1,)``: 1.0 where label ``j`` may be entered from label ``j - 1``
-    (``skip[L] = 0``). ``bail > 0``: every ``TILT_PERIOD`` frames, when the forward row's
+    (``skip[L] = 0``). ``bail > 0``: every ``BAIL_PERIOD`` frames, when the forward row's
     mass at the state a linear alignment would be in is below ``bail`` of the row's, return
     ``BAILED`` there: the overlap guard would most likely fail near the end of the backward
     pass, after all the work (docs/numba.md, step 12); the caller tries the rescue first.
@@ -151,7 +153,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
             s = forward_row_split(A[prev], A[i], e, one / c_prev, skip, L)
         if s < floor:
             return np.nan
-        if bail > 0.0 and t % TILT_PERIOD == 0:
+        if bail > 0.0 and t % BAIL_PERIOD == 0:
             j = (L * t + (T_n - 1) // 2) // (T_n - 1)  # the linear alignment's pair
             a = A[i]
             if a[j] + (a[L + 2 + j] if j < L else zero) < bail * s:
@@ -220,21 +222,21 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
 @njit(inline="always", **JIT)
 def sample_float64(logits, grad, n, tg, T_n, L, blank, w, skip):
     """Sample ``n`` in float64 rows: the fast path (bailing early when it would most likely
-    fail), the tilted rescue, log space; returns ``(loss, path)``."""
+    fail), the blocked rescue, log space; returns ``(loss, path)``."""
     value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float64, SAFE_FLOOR,
                         BAIL_BELOW)
     path = FAST
-    tilted = value == BAILED
-    if tilted:  # predicted to fail: the rescue first, then the plain path after all
-        value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
-        path = TILTED
+    bailed = value == BAILED
+    if bailed:  # predicted to fail: the rescue first, then the plain path after all
+        value = sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip)
+        path = BLOCKED
         if np.isnan(value):
             value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float64,
                                 SAFE_FLOOR, 0.0)
             path = FAST
-    if np.isnan(value) and not tilted:
-        value = sample_tilted(logits, grad, n, tg, T_n, L, blank, w, skip)
-        path = TILTED
+    if np.isnan(value) and not bailed:
+        value = sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip)
+        path = BLOCKED
     if np.isnan(value):
         value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
         path = LOG_SPACE
@@ -245,9 +247,9 @@ def sample_float64(logits, grad, n, tg, T_n, L, blank, w, skip):
 def sample_float32(logits, grad, n, tg, T_n, L, blank, w, skip):
     """Sample ``n`` in float32 rows (the opt-in float32 compute): the fast path, bailing
     early at ``BAIL_BELOW32``, else :func:`sample_float64` into the same float32 gradient;
-    returns ``(loss, path)``, path ``FAST`` (float32), ``FAST64``, ``TILTED`` or
-    ``LOG_SPACE``. (A float32 tilted rescue, tried and measured, was slower than the float64
-    fast path at every size where it was needed: docs/numba.md.)"""
+    returns ``(loss, path)``, path ``FAST`` (float32), ``FAST64``, ``BLOCKED`` or
+    ``LOG_SPACE``. (A float32 rescue, tried and measured, was slower than the float64 fast
+    path at every size where it was needed: docs/numba.md.)"""
     value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float32,
                         SAFE_FLOOR32, BAIL_BELOW32)
     if not (np.isnan(value) or value == BAILED):
@@ -288,7 +290,7 @@ def batch_sample(logits, targets, input_lengths, target_lengths, blank, weights,
 def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
               path, samples):
     """Fill ``loss[n]``, ``grad[:, n]`` (every element written) and ``path[n]`` (the path the
-    sample took: ``FAST``, ``TILTED``, ``LOG_SPACE``, ``FAST64`` or ``SKIPPED``) for each
+    sample took: ``FAST``, ``BLOCKED``, ``LOG_SPACE``, ``FAST64`` or ``SKIPPED``) for each
     sample ``n`` of ``samples (K,)`` int64, given ``logits (T, N, C)`` float32/64, ``targets
     (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64; ``loss (N,)``, ``grad
     (T, N, C)`` float64, ``path (N,)`` int8. Serial and ``nogil``: threads share a batch by

@@ -19,7 +19,7 @@ less sensitive to other processes than wall time) and ns per DP cell (time / (T 
 with ``--threads 1,2`` also the wall time per thread count, the counts alternating call by
 call, and the median of the per-call speed-up over one thread.
 Random targets and logits (seed 0; ``--logits peaked`` for a trained model's), every sample T
-frames and L labels. Samples per path, by ``numba_kernels``' codes: FAST, TILTED, LOG_SPACE,
+frames and L labels. Samples per path, by ``numba_kernels``' codes: FAST, BLOCKED, LOG_SPACE,
 FAST64.
 """
 from __future__ import annotations

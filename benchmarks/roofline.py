@@ -182,7 +182,7 @@ def main() -> None:
             call = problem(T, N, C, L, logits_kind=logits)
             t = best(lambda: kernel(call, 1)) / (T * N * (2 * L + 1)) * 1e9
             print(f"kernel, {logits} logits: {t:.3f} ns a cell = {t / est['total']:.2f} x the "
-                  f"roofline, gap {t - est['total']:+.3f} ns; samples per path (FAST, TILTED, "
+                  f"roofline, gap {t - est['total']:+.3f} ns; samples per path (FAST, BLOCKED, "
                   f"LOG_SPACE, FAST64) {np.bincount(call[-1], minlength=4).tolist()}", flush=True)
 
 

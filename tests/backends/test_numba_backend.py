@@ -469,7 +469,7 @@ def _long_double_ctc(x, target, blank=0):
 
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
 def test_long_random_sample_keeps_its_precision(numba_backend):
-    """Random logits at T=59999 fail the fast path's guards; the tilted rescue takes them
+    """Random logits at T=59999 fail the fast path's guards; the blocked rescue takes them
     (log space before it, whose rows would grow with T to ~1e5 and round the gradient
     1.2e-10 off unless shifted back to 0 each frame): within 1e-11 of an 80-bit oracle (the
     float64 reference is 1.2e-10 off), padded frames zero."""
@@ -478,7 +478,7 @@ def test_long_random_sample_keeps_its_precision(numba_backend):
     logits = rng.normal(size=(T, 2, C))
     targets = rng.integers(1, C, size=(2, L))
     result = numba_backend.run(CTCProblem(logits, targets, [T, 59999], [L, L - 1]))
-    assert result.raw.tilted.all()
+    assert result.raw.rescued.all()
     loss, grad = _long_double_ctc(logits[:59999, 1], list(targets[1, :L - 1]))
     assert result.loss[1] == pytest.approx(float(loss), rel=1e-13)
     np.testing.assert_allclose(result.grad_logits[:59999, 1], grad.astype(np.float64), rtol=0,
@@ -487,9 +487,9 @@ def test_long_random_sample_keeps_its_precision(numba_backend):
 
 
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
-def test_tilted_rescue_matches_long_double_oracle(numba_backend):
+def test_blocked_rescue_matches_long_double_oracle(numba_backend):
     """Random N(0,1) logits at T=3000 C=10 L=120 fail the fast path's guards (the normalised
-    forward and backward rows stop overlapping): the tilted rescue takes both samples, padded
+    forward and backward rows stop overlapping): the blocked rescue takes both samples, padded
     and weighted, within 1e-12 (loss) and 1e-11 (gradient) of the 80-bit recursion."""
     rng = np.random.default_rng(3)
     T, C, L = 3000, 10, 120
@@ -500,13 +500,58 @@ def test_tilted_rescue_matches_long_double_oracle(numba_backend):
     w = [0.5, 1.0]
     result = numba_backend.run(CTCProblem(logits, targets, lengths, [L, L - 7]),
                                grad_weights=w)
-    assert result.raw.tilted.all() and not result.raw.log_space.any()
+    assert result.raw.rescued.all() and not result.raw.log_space.any()
     for n, (T_n, L_n) in enumerate(zip(lengths, [L, L - 7])):
         loss, grad = _long_double_ctc(logits[:T_n, n], list(targets[n, :L_n]))
         assert result.loss[n] == pytest.approx(float(loss), rel=1e-12)
         np.testing.assert_allclose(result.grad_logits[:T_n, n], w[n] * grad.astype(np.float64),
                                    rtol=0, atol=1e-11)
         assert not result.grad_logits[T_n:, n].any()
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
+@pytest.mark.parametrize("T, C, L", [(16000, 100, 200), (6000, 100, 1000)])
+def test_random_logits_at_long_T_stay_in_probability_space(numba_backend, T, C, L):
+    """Random N(0, 1) logits where one scale per row cannot hold alpha or beta (they span
+    thousands of nats across a row; the tilted rescue before fell to log space here): the
+    blocked rescue takes them, within 1e-12 (loss) and 1e-11 (gradient) of the 80-bit
+    recursion."""
+    rng = np.random.default_rng(T + L)
+    logits = rng.normal(size=(T, 1, C))
+    target = rng.integers(1, C, size=(1, L))
+    result = numba_backend.run(CTCProblem(logits, target, [T], [L]))
+    assert result.raw.rescued.all()
+    loss, grad = _long_double_ctc(logits[:, 0], list(target[0]))
+    assert result.loss[0] == pytest.approx(float(loss), rel=1e-12)
+    np.testing.assert_allclose(result.grad_logits[:, 0], grad.astype(np.float64), rtol=0,
+                               atol=1e-11)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_blocked_rescue_by_itself_matches_reference(seed):
+    """The blocked rescue called directly (the fast path takes most of these) on random
+    problems: targets shorter and longer than a block (16 pairs), at and around block
+    edges, repeats, input lengths down to the tightest fit, peaked and flat logits; against
+    the float64 NumPy reference, 1e-10. A NaN (a guard declined) is allowed only where the
+    reference itself is far from probability space's range, and never here."""
+    from ctcbench.backends import numba_kernels
+    from ctcbench.backends.numpy_ref import NumpyBackend
+    rng = np.random.default_rng(900 + seed)
+    L = int(rng.choice([1, 2, 15, 16, 17, 31, 32, 33, 47, 64, int(rng.integers(1, 90))]))
+    C = int(rng.integers(3, 40))
+    target = rng.integers(1, C, size=L).astype(np.int64)
+    if seed % 3 == 0:
+        target[rng.integers(0, L, size=max(1, L // 4))] = target[0]  # repeats
+    repeats = int(np.sum(target[1:] == target[:-1]))
+    T = L + repeats + int(rng.choice([0, 1, 3, int(rng.integers(0, 4 * L + 50))]))
+    logits = rng.normal(size=(T, 1, C)) * float(rng.choice([0.5, 1.0, 3.0, 8.0]))
+    skip = np.zeros(L + 1)
+    skip[1:L] = target[1:] != target[:-1]
+    grad = np.empty((T, 1, C))
+    loss = numba_kernels.sample_blocked(logits, grad, 0, target, T, L, 0, 1.0, skip)
+    want = NumpyBackend().run(CTCProblem(logits, target[None], [T], [L]))
+    assert loss == pytest.approx(want.loss[0], rel=1e-10, abs=1e-10)
+    np.testing.assert_allclose(grad[:, 0], want.grad_logits[:, 0], rtol=0, atol=1e-10)
 
 
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
@@ -537,7 +582,7 @@ def test_results_do_not_depend_on_thread_count_or_allocator_state(numba_backend,
     problems = [random_problem(rng, T=int(rng.integers(5, 90)), N=int(rng.integers(1, 6)),
                                C=int(rng.integers(3, 30)), L=int(rng.integers(0, 20)))
                 for _ in range(8)]
-    logits = rng.normal(size=(3000, 2, 10))  # long random samples: the tilted rescue
+    logits = rng.normal(size=(3000, 2, 10))  # long random samples: the blocked rescue
     problems.append(CTCProblem(logits, rng.integers(1, 10, size=(2, 120)), [3000, 2950],
                                [120, 117]))
     counts = [1, 2] if numba.config.NUMBA_NUM_THREADS >= 2 else [1, 1]
@@ -551,7 +596,7 @@ def test_results_do_not_depend_on_thread_count_or_allocator_state(numba_backend,
         for other in runs[1:]:
             np.testing.assert_array_equal(other.loss, runs[0].loss)
             np.testing.assert_array_equal(other.grad_logits, runs[0].grad_logits)
-    assert runs[0].raw.tilted.any()
+    assert runs[0].raw.rescued.any()
 
 
 # -- the opt-in float32 compute --------------------------------------------------------------
