@@ -6,13 +6,13 @@ falls by 5-10 nats a state across the row and ``log beta`` rises by 4-7, so the 
 posterior lies in are far below the row's maximum in either pass. Here each block of
 ``BLOCK_PAIRS`` (blank, label) pairs keeps its own power-of-two scale: the stored row is
 ``alpha(s) 2^-E_b`` for the states ``s`` of block ``b`` (``beta(s) 2^-F_b`` in the backward pass),
-renormalised every frame so that a block's entries sum to ``[1, 2)``. A power of two rounds
-nothing, so the recursion is the fast path's, exactly: within a block nothing changes, and the
-one transition that enters a block from its neighbour is weighed ``2^(E_b-1 - E_b)``. The
-posterior of block ``b`` is weighed ``2^(E_b + F_b - M)`` (``M`` the largest). Each block loses
-to underflow at most ``2^-1022`` of ``2^(E_b + F_b)`` a state and a frame; the guard asks the
-weighed overlap to be at least ``SAFE_FLOOR`` of the sum of those weights. Design and
-measurements: docs/numba.md (design item 9).
+divided by the last row's sum as on the fast path, and renormalised every ``PERIOD`` frames so
+that a block's entries sum to ``[1, 2)``. A power of two rounds nothing, so the recursion is
+the fast path's, exactly: within a block nothing changes, and the one transition that enters a
+block from its neighbour is weighed ``2^(E_b-1 - E_b)``. The posterior of block ``b`` is
+weighed ``2^(E_b + F_b - M)`` (``M`` the largest). A stored entry loses at most ``2^-1022`` to
+underflow; the guard asks the weighed overlap to be at least ``SAFE_FLOOR`` of the two rows'
+sums times the sum of the weights. Design and measurements: docs/numba.md (design item 7).
 """
 from __future__ import annotations
 
@@ -30,9 +30,7 @@ BLOCK_PAIRS = 8  # (blank, label) pairs a block: 16 states (16 pairs were too ma
 # T=60000 L=39, where alpha falls by tens of nats a state)
 HEADROOM = 900  # what enters a block from its neighbour stays below 2^HEADROOM in its scale
 PERIOD = 8  # frames between two renormalisations of the blocks
-LOST_MAX = 1000  # a weight between blocks may drop entries below 2^-LOST_MAX of a block's scale
 LN2 = math.log(2.0)
-BIG = 2.0 ** 1000  # a block sum past this may overflow the next frame
 
 
 @njit(inline="always", **JIT)
@@ -158,7 +156,7 @@ def renormalise(row, L, E_old, E_new, sums, sums_before, x, forward):
     below ``2^-1022`` of that are lost, which the guard counts); an empty block takes that
     neighbour's scale. ``x``: the weights between blocks (:func:`cross_factors`). False
     when a block that held mass at the last renormalisation (``sums_before``) has none, or
-    the weight between two blocks cannot be a float64.
+    the weight between two blocks would pass ``2^1023``.
     ``sums``: the blocks' sums, before scaling."""
     n_blk = E_new.shape[0]
     block_sums(row, L, sums)
@@ -178,10 +176,10 @@ def renormalise(row, L, E_old, E_new, sums, sums_before, x, forward):
     for b in range(n_blk):
         nbr = b - 1 if forward else b + 1
         if 0 <= nbr < n_blk and sums[nbr] > 0.0:
-            d = E_new[nbr] - E_new[b]
-            # a weight below 2^-1022 is 0: what it carries is below 2^(d + 1) (the
-            # neighbour's entries sum to less than 2), lost as underflow is
-            if d > 1023 or (d < -1022 and d + 1 > -LOST_MAX):
+            # a weight above 2^1023 is not a float64; one below 2^-1022 is 0, and what it
+            # would carry (the neighbour's entries sum to less than 2 times one period's
+            # growth) is an underflow loss of the kind the guard counts
+            if E_new[nbr] - E_new[b] > 1023:
                 return False
     scale_blocks(row, L, E_old, E_new)
     cross_factors(E_new, x, forward)
