@@ -23,8 +23,9 @@ from numba import njit
 
 from ctcbench.backends.numba_math import _bits_to_float, _float_to_bits
 from ctcbench.backends.numba_rows import (JIT, SAFE_FLOOR, SCALE_FLUSH, WORKSPACE_GAP,
-                                          gather_emissions, gradient_frame, row_sum,
-                                          segment_frames, softmax_frame)
+                                          backward_views, forward_views, gather_emissions,
+                                          gradient_frame, row_sum, segment_frames,
+                                          softmax_frame)
 
 BLOCK_PAIRS = 8  # (blank, label) pairs a block: 16 states (16 pairs were too many for C=5 at
 # T=60000 L=39, where alpha falls by tens of nats a state)
@@ -51,12 +52,7 @@ def forward_row_cross(p, a, e, k, skip, x, L):
     ``x[j]`` (1 within a block, ``2^(E_b-1 - E_b)`` where pair ``j`` starts block ``b``);
     returns the row's sum."""
     eb = e[0] * k
-    pb = p[:L + 1]
-    pl = p[L + 1:2 * L + 2]  # label j - 1 ([0] the zero before the labels)
-    pc = p[L + 2:2 * L + 2]
-    el = e[1:L + 1]
-    ab = a[:L + 1]
-    al = a[L + 2:2 * L + 2]
+    pb, pl, pc, el, ab, al = forward_views(p, a, e, L)
     sb = sl = 0.0
     for j in range(L):
         u = pb[j]
@@ -83,17 +79,8 @@ def backward_row_cross(nb, cb, e1, kb, skip, a, P, y, wt, L):
     ``2^(E_b + F_b - M)``: returns the row's sum and the weighed sums over the blanks and
     the labels (``P (L,)`` each label's)."""
     eb = e1[0] * kb
-    nbb = nb[:L + 1]
-    nbb1 = nb[1:L + 1]
-    nbl = nb[L + 2:2 * L + 3]
-    nbl1 = nb[L + 3:2 * L + 3]
-    el = e1[1:L + 2]
-    el1 = e1[2:L + 2]
-    sk1 = skip[1:L + 1]
-    cbb = cb[:L + 1]
-    cbl = cb[L + 2:2 * L + 2]
-    ab = a[:L + 1]
-    al = a[L + 2:2 * L + 2]
+    nbb, nbb1, nbl, nbl1, el, el1, sk1, cbb, cbl, ab, al = \
+        backward_views(nb, cb, e1, skip, a, L)
     db = zb = dl = zl = 0.0
     for j in range(L):
         g = nbl[j] * el[j]

@@ -119,6 +119,26 @@ def gather_emissions(row, tg, L, blank, e):
     e[L + 1] = 0.0
 
 
+@njit(inline="always", **JIT)
+def forward_views(p, a, e, L):
+    """The views a forward row's loops index by their counter (see :func:`forward_row`):
+    ``p``'s blank ``j``, label ``j - 1`` ([0] the zero before the labels) and label ``j``;
+    label ``j``'s emission; ``a``'s blanks and labels."""
+    return (p[:L + 1], p[L + 1:2 * L + 2], p[L + 2:2 * L + 2], e[1:L + 1], a[:L + 1],
+            a[L + 2:2 * L + 2])
+
+
+@njit(inline="always", **JIT)
+def backward_views(nb, cb, e1, skip, a, L):
+    """The views a backward row's loops index by their counter: ``nb``'s blank ``j``, blank
+    ``j + 1``, label ``j`` (and the zero at [2L + 2]) and label ``j + 1``; the emissions of
+    label ``j`` (and the zero at ``e1[L + 1]``) and ``j + 1``; ``skip[j + 1]``; ``cb``'s and
+    ``a``'s blanks and labels."""
+    return (nb[:L + 1], nb[1:L + 1], nb[L + 2:2 * L + 3], nb[L + 3:2 * L + 3], e1[1:L + 2],
+            e1[2:L + 2], skip[1:L + 1], cb[:L + 1], cb[L + 2:2 * L + 2], a[:L + 1],
+            a[L + 2:2 * L + 2])
+
+
 @njit(**JIT)
 def forward_row(p, a, e, k, skip, L):
     """Forward row ``a (2L + 3,)`` from the previous one ``p`` times ``k``, emissions ``e``;
@@ -129,12 +149,7 @@ def forward_row(p, a, e, k, skip, L):
     might be negative as far as LLVM knows, and numba's wrap-around for negative indices
     turned those loads into AVX-512 gathers (docs/numba.md, step 8)."""
     eb = e[0] * k
-    pb = p[:L + 1]  # blank j
-    pl = p[L + 1:2 * L + 2]  # label j - 1 ([0] the zero before the labels)
-    pc = p[L + 2:2 * L + 2]  # label j
-    el = e[1:L + 1]
-    ab = a[:L + 1]
-    al = a[L + 2:2 * L + 2]
+    pb, pl, pc, el, ab, al = forward_views(p, a, e, L)
     sb = sl = a.dtype.type(0.0)  # the rows' dtype, so that float32 rows stay float32
     for j in range(L):  # blank j and label j together: they read the same p[j], p[L + 1 + j]
         u = pb[j]
@@ -162,17 +177,8 @@ def backward_row(nb, cb, e1, kb, skip, a, P, L):
     label ``j + 1`` where ``skip[j + 1]``. Views indexed by the loop counter, as in
     :func:`forward_row`."""
     eb = e1[0] * kb
-    nbb = nb[:L + 1]
-    nbb1 = nb[1:L + 1]  # blank j + 1
-    nbl = nb[L + 2:2 * L + 3]  # label j (and the zero at [2L + 2])
-    nbl1 = nb[L + 3:2 * L + 3]  # label j + 1
-    el = e1[1:L + 2]  # label j's emission (and the zero at e1[L + 1])
-    el1 = e1[2:L + 2]
-    sk1 = skip[1:L + 1]
-    cbb = cb[:L + 1]
-    cbl = cb[L + 2:2 * L + 2]
-    ab = a[:L + 1]
-    al = a[L + 2:2 * L + 2]
+    nbb, nbb1, nbl, nbl1, el, el1, sk1, cbb, cbl, ab, al = \
+        backward_views(nb, cb, e1, skip, a, L)
     db = zb = dl = zl = cb.dtype.type(0.0)
     for j in range(L):  # blank j and label j together, as in forward_row
         g = nbl[j] * el[j]
@@ -198,12 +204,7 @@ def forward_row_split(p, a, e, k, skip, L):
     """:func:`forward_row` in two loops, blanks then labels: faster below ``MERGE_MIN_L``
     labels, where the loops' remainders weigh more than the loads saved by one loop."""
     eb = e[0] * k
-    pb = p[:L + 1]  # blank j
-    pl = p[L + 1:2 * L + 2]  # label j - 1 ([0] the zero before the labels)
-    pc = p[L + 2:2 * L + 2]  # label j
-    el = e[1:L + 1]
-    ab = a[:L + 1]
-    al = a[L + 2:2 * L + 2]
+    pb, pl, pc, el, ab, al = forward_views(p, a, e, L)
     sb = a.dtype.type(0.0)
     for j in range(L + 1):
         v = eb * (pb[j] + pl[j])
@@ -223,17 +224,8 @@ def forward_row_split(p, a, e, k, skip, L):
 def backward_row_split(nb, cb, e1, kb, skip, a, P, L):
     """:func:`backward_row` in two loops, blanks then labels (see :func:`forward_row_split`)."""
     eb = e1[0] * kb
-    nbb = nb[:L + 1]
-    nbb1 = nb[1:L + 1]  # blank j + 1
-    nbl = nb[L + 2:2 * L + 3]  # label j (and the zero at [2L + 2])
-    nbl1 = nb[L + 3:2 * L + 3]  # label j + 1
-    el = e1[1:L + 2]  # label j's emission (and the zero at e1[L + 1])
-    el1 = e1[2:L + 2]
-    sk1 = skip[1:L + 1]
-    cbb = cb[:L + 1]
-    cbl = cb[L + 2:2 * L + 2]
-    ab = a[:L + 1]
-    al = a[L + 2:2 * L + 2]
+    nbb, nbb1, nbl, nbl1, el, el1, sk1, cbb, cbl, ab, al = \
+        backward_views(nb, cb, e1, skip, a, L)
     db = zb = cb.dtype.type(0.0)
     for j in range(L + 1):
         v = nbb[j] * eb + nbl[j] * el[j] * kb
