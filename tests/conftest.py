@@ -59,6 +59,7 @@ LONG = {
     "backends/test_numba_backend.py::test_long_random_sample_keeps_its_precision",
     "backends/test_numba_backend.py::test_near_certain_samples_stay_in_float32_rows",
     "backends/test_numba_backend.py::test_one_and_two_threads_give_the_same_bits_in_either_compute",
+    "backends/test_numba_backend.py::test_random_logits_at_long_T_stay_in_probability_space",
     "backends/test_numba_cuda.py::test_more_states_than_threads_against_the_reference",
     "bench/test_bench_timing.py::test_isolated_kernel_time_is_measured_in_the_worker_without_the_round_trip",
     "cli/test_cli_datasheet.py::test_a_torn_precision_search_resumes_without_running_a_trial_twice",
