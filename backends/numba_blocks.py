@@ -21,7 +21,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ctcbench.backends.numba_math import _bits_to_float, _float_to_bits
+from ctcbench.backends.numba_math import _bits_to_float, _float_to_bits, prefetch_row
 from ctcbench.backends.numba_rows import (JIT, SAFE_FLOOR, SCALE_FLUSH, WORKSPACE_GAP,
                                           backward_views, forward_views, gather_emissions,
                                           gradient_frame, row_sum, segment_frames,
@@ -268,6 +268,9 @@ def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
     for t in range(1, T_n):
         prev = i
         i = i + 1 if i + 1 < K else 0
+        if t + 1 < T_n:  # the next frame's rows, as in sample_fast
+            prefetch_row(logits[t + 1, n])
+            prefetch_row(grad[t + 1, n])
         if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, e):
             return np.nan
         scale *= c_prev
@@ -315,6 +318,7 @@ def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
             cross_factors(E[t0 // PERIOD], x, True)
             for r in range(1, K):
                 tau = t0 + r
+                prefetch_row(grad[tau + 1, n])  # tau + 1 < T_n: not the last segment
                 gather_emissions(grad[tau, n], tg, L, blank, e1)
                 forward_row_cross(A[r - 1], A[r], e1, 1.0 / cs[tau - 1], skip, x, L)
                 if tau % PERIOD == 0:
@@ -322,6 +326,8 @@ def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
                     scale_blocks(A[r], L, E[p - 1], E[p])
                     cross_factors(E[p], x, True)
         for t in range(min(t0 + K, T_n) - 1, t0 - 1, -1):
+            if t > 0:
+                prefetch_row(grad[t - 1, n])
             row = grad[t, n]
             if t < T_n - 1:
                 nb, cb = cb, nb

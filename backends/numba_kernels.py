@@ -32,7 +32,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ctcbench.backends.numba_math import FLUSH_SUBNORMALS, get_fp_control, set_fp_control
+from ctcbench.backends.numba_math import (FLUSH_SUBNORMALS, get_fp_control, prefetch_row,
+                                          set_fp_control)
 from ctcbench.backends.numba_blocks import sample_blocked
 from ctcbench.backends.numba_rescue import sample_log_space  # noqa: F401
 from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa: F401
@@ -141,6 +142,9 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     for t in range(1, T_n):
         prev = i
         i = i + 1 if i + 1 < K else 0
+        if t + 1 < T_n:  # the next frame's rows, on another page (numba_math.prefetch_row)
+            prefetch_row(logits[t + 1, n])
+            prefetch_row(grad[t + 1, n])
         if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, e):
             return np.nan
         scale *= c_prev  # the row sums' product, in log_scale when it gets small
@@ -194,12 +198,15 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
         if seg < n_seg - 1:  # recompute this segment's rows from its first one
             A[0] = first[seg]
             for i in range(1, K):
+                prefetch_row(grad[t0 + i + 1, n])  # t0 + K < T_n: not the last segment
                 gather_emissions(grad[t0 + i, n], tg, L, blank, e1)
                 if merge:
                     forward_row(A[i - 1], A[i], e1, one / cs[t0 + i - 1], skip, L)
                 else:
                     forward_row_split(A[i - 1], A[i], e1, one / cs[t0 + i - 1], skip, L)
         for t in range(min(t0 + K, T_n - 1) - 1, t0 - 1, -1):
+            if t > 0:
+                prefetch_row(grad[t - 1, n])
             nb, cb = cb, nb
             e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
             row = grad[t, n]

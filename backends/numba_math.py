@@ -162,3 +162,36 @@ def fp_control():
 @njit("void(int64)", cache=True)
 def restore_fp_control(value):
     set_fp_control(value)
+
+
+# -- software prefetch of the next frame's rows ---------------------------------------------
+# A sample's logits and gradient rows lie N * C entries apart in a (T, N, C) batch: every frame
+# on another page, where the hardware's stream prefetchers stop, so each row came from memory
+# by demand misses (docs/numba.md, step 17).
+CACHE_LINE = 64  # bytes
+
+
+@intrinsic
+def _prefetch(typingctx, arr, index):
+    """Ask the CPU to bring ``arr[index]`` (a 1-D array) into its caches (LLVM's
+    ``llvm.prefetch``, for reading, kept in every level); no fault, no effect on results."""
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
+                                       wraparound=False)
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [_I8P, i32, i32, i32]))
+        builder.call(fn, [builder.bitcast(ptr, _I8P), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                          ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.void(arr, types.intp), codegen
+
+
+@njit(inline="always", cache=True)
+def prefetch_row(row):
+    """Prefetch every cache line of the contiguous 1-D ``row``."""
+    step = max(1, CACHE_LINE // row.itemsize)
+    for i in range(0, row.shape[0], step):
+        _prefetch(row, i)
