@@ -57,9 +57,10 @@ class SamplePath(enum.IntEnum):
 FAST, BLOCKED, LOG_SPACE, FAST64, SKIPPED = (int(p) for p in SamplePath)
 
 # The fast path hands a sample to the rescue early when the forward mass at the linear
-# alignment's state falls below this fraction of the row's (random logits at T=3000-4000: by
-# frame 470-670; inputs the fast path passes stayed above 1e-55, see docs/numba.md, step 12).
-BAIL_BELOW = 1e-150
+# alignment's state falls below this fraction of the row's: random logits at T=2000 L=200 fell
+# below 1e-100 in all 16 samples, 11 of which failed the backward guard at 1e-150; at T=1500,
+# 1 of 16 that would have passed (docs/numba.md, steps 12 and 18).
+BAIL_BELOW = 1e-100
 BAIL_PERIOD = 16  # frames between two of those checks
 BAILED = -1e300  # sample_fast's return when it bailed (far below any loss, which rounding
 # may leave a little below 0, e.g. -1e-9 from float32 rows)
