@@ -5,7 +5,8 @@ use them; these are plain arithmetic on the float's bits, within 2 ulp of libm (
 NumPy's in ``tests/backends/test_numba_backend.py``). Both are compiled without ``reassoc``,
 which would undo their rounding tricks; a loop that inlines them must not have it either
 (the log-space loops, :data:`LOG_JIT`), or must call them as functions LLVM inlines with their
-own flags (the softmax).
+own flags (the softmax). Below them, the two things the kernels ask of the CPU itself: the
+flush-to-zero bits for their calls, and prefetches of the next frame's rows.
 """
 from __future__ import annotations
 
