@@ -23,9 +23,9 @@ from numba import njit
 
 from ctcbench.backends.numba_math import _bits_to_float, _float_to_bits, prefetch_row
 from ctcbench.backends.numba_rows import (JIT, SAFE_FLOOR, SCALE_FLUSH, WORKSPACE_GAP,
-                                          backward_views, forward_views, gather_emissions,
-                                          gradient_frame, row_sum, segment_frames,
-                                          softmax_frame)
+                                          backward_views, first_forward_row, forward_views,
+                                          gather_emissions, gradient_frame, row_sum,
+                                          segment_frames, softmax_frame)
 
 BLOCK_PAIRS = 8  # (blank, label) pairs a block: 16 states (16 pairs were too many for C=5 at
 # T=60000 L=39, where alpha falls by tens of nats a state)
@@ -253,10 +253,7 @@ def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
     scale = 1.0
     if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, e):
         return np.nan
-    for i in range(W):
-        A[0, i] = 0.0
-    A[0, 0] = e[0]
-    A[0, L + 2] = e[1]
+    first_forward_row(A[0], e, L)
     if not renormalise(A[0], L, zero, E[0], sums_a, zero, x, True):
         return np.nan
     c_prev = row_sum(A[0], 0, W)

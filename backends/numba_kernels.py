@@ -38,9 +38,10 @@ from ctcbench.backends.numba_blocks import sample_blocked
 from ctcbench.backends.numba_rescue import sample_log_space  # noqa: F401
 from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa: F401
                                           SCALE_FLUSH, WHOLE_TABLE_BYTES, WORKSPACE_GAP,
-                                          backward_row, backward_row_split, forward_row,
-                                          forward_row_split, gather_emissions, gradient_frame,
-                                          overlap_is_safe, segment_frames, softmax_frame)
+                                          backward_row, backward_row_split,
+                                          first_forward_row, forward_row, forward_row_split,
+                                          gather_emissions, gradient_frame, overlap_is_safe,
+                                          segment_frames, softmax_frame)
 
 
 class SamplePath(enum.IntEnum):
@@ -126,14 +127,9 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     skip = sk
     log_scale = 0.0  # plus log(scale): the log of the product of the row sums so far
     scale = 1.0
-    # t = 0: only the first blank and the first label can start a path
     if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, e):
         return np.nan
-    for i in range(W):
-        A[0, i] = 0.0
-    A[0, 0] = e[0]
-    if L > 0:
-        A[0, L + 2] = e[1]
+    first_forward_row(A[0], e, L)
     c_prev = A[0, 0] + (A[0, L + 2] if L > 0 else zero)
     cs[0] = c_prev
     if c_prev < floor:

@@ -119,6 +119,17 @@ def gather_emissions(row, tg, L, blank, e):
     e[L + 1] = 0.0
 
 
+@njit(**JIT)
+def first_forward_row(a, e, L):
+    """The forward row ``a (2L + 3,)`` of frame 0 from its emissions ``e``: only blank 0 and
+    label 0 start a path."""
+    for i in range(a.shape[0]):
+        a[i] = 0.0
+    a[0] = e[0]
+    if L > 0:
+        a[L + 2] = e[1]
+
+
 @njit(inline="always", **JIT)
 def forward_views(p, a, e, L):
     """The views a forward row's loops index by their counter (see :func:`forward_row`):
