@@ -87,8 +87,12 @@ def test_bad_input_names_the_argument(change, argument, fragment):
     assert message.startswith(f"{argument}: expected") and fragment in message, message
 
 
+ARRAY_KINDS = [np.asarray, torch.from_numpy]  # a tensor's sum is torch's (core.arrays)
+
+
+@pytest.mark.parametrize("kind", ARRAY_KINDS)
 @pytest.mark.parametrize("bad", [np.nan, np.inf, "all -inf"])
-def test_non_finite_valid_frame_is_rejected(bad):
+def test_non_finite_valid_frame_is_rejected(bad, kind):
     """NaN, +inf or a frame without a finite logit inside a valid frame is an error that says where."""
     logits, targets, il, tl = ok_inputs()
     if bad == "all -inf":
@@ -96,20 +100,34 @@ def test_non_finite_valid_frame_is_rejected(bad):
     else:
         logits[3, 1, 2] = bad
     with pytest.raises(ValueError, match=r"logits: expected finite .* t=3, n=1"):
-        CTCProblem(logits, targets, il, tl)
+        CTCProblem(kind(logits), targets, il, tl)
 
 
-def test_huge_finite_logits_are_accepted_and_a_nan_among_them_is_not():
+@pytest.mark.parametrize("kind", ARRAY_KINDS)
+def test_huge_finite_logits_are_accepted_and_a_nan_among_them_is_not(kind):
     """Logits near float32's largest value are finite although their sum overflows, so they
     are valid; a NaN among them in a valid frame is still an error that says where."""
     logits = np.full((6, 2, 5), 3e38, dtype=np.float32)
     logits[:, :, 0] = -3e38
     with np.errstate(over="ignore"):
         assert np.isinf(logits.sum())
-    CTCProblem(logits, [[1, 2], [3, 3]], [6, 6], [2, 2])
+    CTCProblem(kind(logits), [[1, 2], [3, 3]], [6, 6], [2, 2])
     logits[2, 0, 4] = np.nan
     with pytest.raises(ValueError, match=r"logits: expected finite .* t=2, n=0"):
-        CTCProblem(logits, [[1, 2], [3, 3]], [6, 6], [2, 2])
+        CTCProblem(kind(logits), [[1, 2], [3, 3]], [6, 6], [2, 2])
+
+
+@pytest.mark.parametrize("kind", ARRAY_KINDS)
+def test_logits_are_a_private_copy_unless_copy_is_false(kind):
+    """By default a later change to the caller's logits does not reach the problem; with
+    ``copy=False`` the problem holds a read-only view of them; the caller's stay writable."""
+    logits, targets, il, tl = ok_inputs()
+    given = kind(logits)
+    kept, viewed = (CTCProblem(given, targets, il, tl, copy=copy) for copy in (True, False))
+    logits[0, 0, 0] = 7.0
+    assert kept.logits[0, 0, 0] == 0.0 and viewed.logits[0, 0, 0] == 7.0
+    assert not kept.logits.flags.writeable and not viewed.logits.flags.writeable
+    assert logits.flags.writeable
 
 
 def test_minus_inf_logit_in_a_valid_frame_is_probability_zero():
