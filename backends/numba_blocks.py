@@ -197,7 +197,7 @@ def posterior_weights(E, F, t, T_n, L, wt):
 
 
 @njit(**JIT)
-def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
+def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
     """The blocked rescue (module docstring): sample ``n``'s loss, its gradient rows written,
     or NaN when a guard fails. ``numba_kernels.sample_fast``'s recursion (rows divided by
     the last row's sum, checkpointed), its blocks renormalised every ``PERIOD`` frames: the
@@ -251,7 +251,7 @@ def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
         sums_b[b] = 0.0
     log_scale = 0.0
     scale = 1.0
-    if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, e):
+    if not softmax_frame(logits[0, n], grad[0, gn], tg, L, blank, e):
         return np.nan
     first_forward_row(A[0], e, L)
     if not renormalise(A[0], L, zero, E[0], sums_a, zero, x, True):
@@ -267,8 +267,8 @@ def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
         i = i + 1 if i + 1 < K else 0
         if t + 1 < T_n:  # the next frame's rows, as in sample_fast
             prefetch_row(logits[t + 1, n])
-            prefetch_row(grad[t + 1, n])
-        if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, e):
+            prefetch_row(grad[t + 1, gn])
+        if not softmax_frame(logits[t, n], grad[t, gn], tg, L, blank, e):
             return np.nan
         scale *= c_prev
         if not SCALE_FLUSH <= scale <= 1.0 / SCALE_FLUSH:
@@ -315,8 +315,8 @@ def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
             cross_factors(E[t0 // PERIOD], x, True)
             for r in range(1, K):
                 tau = t0 + r
-                prefetch_row(grad[tau + 1, n])  # tau + 1 < T_n: not the last segment
-                gather_emissions(grad[tau, n], tg, L, blank, e1)
+                prefetch_row(grad[tau + 1, gn])  # tau + 1 < T_n: not the last segment
+                gather_emissions(grad[tau, gn], tg, L, blank, e1)
                 forward_row_cross(A[r - 1], A[r], e1, 1.0 / cs[tau - 1], skip, x, L)
                 if tau % PERIOD == 0:
                     p = tau // PERIOD
@@ -324,8 +324,8 @@ def sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip):
                     cross_factors(E[p], x, True)
         for t in range(min(t0 + K, T_n) - 1, t0 - 1, -1):
             if t > 0:
-                prefetch_row(grad[t - 1, n])
-            row = grad[t, n]
+                prefetch_row(grad[t - 1, gn])
+            row = grad[t, gn]
             if t < T_n - 1:
                 nb, cb = cb, nb
                 e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before

@@ -3,20 +3,21 @@
 The kernels are in :mod:`ctcbench.backends.numba_kernels` (softmax, scaled forward-backward
 with a log-space fallback per sample, gradient w.r.t. the logits, all in one pass per
 sample). The adapter takes logits ``(T, N, C)`` in any float dtype and computes in float64
-(``compute_dtype = "float64"``): logits are widened exactly to float64 first, so one kernel
-serves them all. ``NumbaBackend(compute_dtype="float32")`` opts in
+(``compute_dtype = "float64"``): the kernel reads float32 and float64 logits as they are and
+widens each as it reads it (float16 is widened to float32 first; each widening is exact), so
+the answer does not depend on the logits dtype. ``NumbaBackend(compute_dtype="float32")`` opts in
 to the float32 compute (the same kernel with a float32 gradient: float32 rows on its fast path;
 samples it cannot certify in float32 are computed in float64), never the default.
 
 Threads: ``CTCBENCH_THREADS`` (set by ``--threads``) or, unset, numba's default (one per
 core); a request above the cores numba started with is capped, with a note.
 
-Compilation: the kernel is compiled on first use (once for the default float64 compute; the
-float32 compute, twice: float32 and float64 logits) and cached on disk (numba
-``cache=True``), so later processes only load it. The seconds spent compiling or loading are
-kept in ``NumbaBackend.compile_seconds`` (``"float64/float64"``: the logits dtype the kernel
-reads and the compute dtype -> seconds) and reported as a note on the result of the call that paid them;
-the time of a run never includes them.
+Compilation: the kernel is compiled on first use, once per logits dtype it reads (float32 and
+float64) and gradient dtype it stores, and cached on disk (numba ``cache=True``), so later
+processes only load it. The seconds spent compiling or loading are kept in
+``NumbaBackend.compile_seconds`` (``"float32/float64"``: the logits dtype the kernel reads and
+the compute dtype, then ``"/float32"`` for a float32 gradient -> seconds) and reported as a
+note on the result of the call that paid them; the time of a run never includes them.
 
 numba is a default dependency of ctcbench (it brings LLVM, as llvmlite); where it is missing
 (installed without dependencies, a platform without its wheels) this backend raises
@@ -141,7 +142,7 @@ def compile_ahead(compute_dtype: str = "float64") -> str | None:
     import sys
 
     from ctcbench.backends import numba_kernels
-    if _cached(numba_kernels.KERNELS[compute_dtype]):
+    if _cached(numba_kernels.KERNELS[compute_dtype, compute_dtype]):
         return None
     start = time.perf_counter()
     child = subprocess.run(
@@ -155,8 +156,11 @@ def compile_ahead(compute_dtype: str = "float64") -> str | None:
 
 
 def _compile_here(compute_dtype: str) -> None:
-    """``compile_ahead``'s child: one tiny run compiles the kernel into the disk cache."""
-    NumbaBackend(compute_dtype).run(CTCProblem(np.zeros((2, 1, 3)), [[1]], [2], [1]))
+    """``compile_ahead``'s child: a tiny run per logits dtype compiles the kernel for both
+    into the disk cache."""
+    backend = NumbaBackend(compute_dtype)
+    for dtype in (np.float64, np.float32):
+        backend.run(CTCProblem(np.zeros((2, 1, 3), dtype), [[1]], [2], [1]))
 
 
 def _kernel_input(arr, dtype) -> np.ndarray:
@@ -191,10 +195,10 @@ class NumbaBackend:
         """:func:`compile_ahead` for this backend's compute dtype (see ``compare``)."""
         return compile_ahead(self.compute_dtype)
 
-    def _prepare(self, problem: CTCProblem, grad_weights):
+    def _prepare(self, problem: CTCProblem, grad_weights, grad_dtype: str):
         """What a run needs before the kernel: the thread count, the memory check, the
-        kernel's input arrays, and the kernel compiled for them; returns
-        ``(kernel, args, threads, notes)``."""
+        kernel's input arrays, and the kernel compiled for them and a ``grad_dtype``
+        gradient; returns ``(kernel, args, threads, notes)``."""
         import numba
 
         from ctcbench.backends import numba_kernels
@@ -202,10 +206,10 @@ class NumbaBackend:
         T, N, C, L = problem.shape
         threads, note = thread_count(numba)
         require_memory(T, N, C, L, need=estimate_bytes(T, N, C, L, threads))
-        # Logits are widened exactly up front (the kernels read every logit as a float64 or
-        # into float32 rows), so that one kernel serves every logits dtype of a compute dtype.
-        wide = self.compute_dtype == "float64" or problem.logits.dtype == np.float64
-        logits_dtype = np.float64 if wide else np.float32
+        # The kernel reads float32 or float64 logits (two specialisations); float16 is
+        # widened to float32 up front, exactly. Widening float32 to float64 here as well cost
+        # a pass over the logits, 0.4 ms of an 11 ms training step (docs/numba.md).
+        logits_dtype = np.float64 if problem.logits.dtype == np.float64 else np.float32
         weights = (np.ones(N) if grad_weights is None
                    else grad_weights_array(grad_weights, N))  # (N,)
         notes = [] if note is None else [note]
@@ -214,9 +218,11 @@ class NumbaBackend:
                 _kernel_input(problem.input_lengths, np.int64),  # (N,)
                 _kernel_input(problem.target_lengths, np.int64),  # (N,)
                 np.int64(problem.blank), _kernel_input(weights, np.float64))  # (N,)
-        kernel = numba_kernels.KERNELS[self.compute_dtype]
-        grad_type = numba.typeof(np.empty((1, 1, 1), dtype=self.compute_dtype))
+        kernel = numba_kernels.KERNELS[self.compute_dtype, grad_dtype]
+        grad_type = numba.typeof(np.empty((1, 1, 1), dtype=grad_dtype))
         key = f"{logits_dtype.__name__}/{self.compute_dtype}"
+        if grad_dtype != self.compute_dtype:
+            key += f"/{grad_dtype}"
         if key not in self.compile_seconds:
             t0 = time.perf_counter()
             hits = sum(kernel.stats.cache_hits.values())
@@ -225,17 +231,19 @@ class NumbaBackend:
                               numba.int64[::1]))
             seconds = self.compile_seconds[key] = time.perf_counter() - t0
             what = f"the {self.compute_dtype} kernel for {logits_dtype.__name__} logits"
+            if grad_dtype != self.compute_dtype:
+                what += f" and a {grad_dtype} gradient"
             notes.append(f"numba: loaded {what} from its disk cache in {seconds:.1f} s"
                          if sum(kernel.stats.cache_hits.values()) > hits else
                          f"numba: compiled {what} in {seconds:.0f} s, once: later runs load "
                          f"it from numba's disk cache in about a second")
         return kernel, args, threads, notes
 
-    def _launch(self, kernel, args, threads, T, N, C):
+    def _launch(self, kernel, args, threads, T, N, C, grad_dtype: str):
         """One call of the kernel into fresh outputs: ``(loss (N,), grad (T, N, C), path (N,),
         threads used)``."""
         loss = np.empty(N)  # (N,)
-        grad = np.empty((T, N, C), dtype=self.compute_dtype)  # (T, N, C); all written
+        grad = np.empty((T, N, C), dtype=grad_dtype)  # (T, N, C); all written
         from ctcbench.backends.numba_kernels import SamplePath
         path = np.full(N, SamplePath.SKIPPED, dtype=np.int8)  # (N,) the path of each sample
         if T > 0:
@@ -244,13 +252,20 @@ class NumbaBackend:
             loss[:] = np.where(args[3] == 0, 0.0, np.inf)
         return loss, grad, path, threads
 
-    def run(self, problem: CTCProblem, *, grad_weights=None) -> "NumbaResult":
-        """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient."""
+    def run(self, problem: CTCProblem, *, grad_weights=None,
+            grad_dtype: str | None = None) -> "NumbaResult":
+        """``grad_weights (N,)``: upstream gradient per loss (default 1), scales the gradient.
+        ``grad_dtype``: ``None``, the compute dtype's gradient, or ``"float32"``: the float64
+        compute's gradient rounded once to float32 by the kernel, without a float64 array in
+        between (the float32 compute's is float32 anyway)."""
         T, N, C, L = problem.shape
         from ctcbench.backends import numba_kernels as k
 
-        kernel, args, threads, notes = self._prepare(problem, grad_weights)
-        loss, grad, path, threads = self._launch(kernel, args, threads, T, N, C)
+        if grad_dtype not in (None, "float32"):
+            raise ValueError(f"grad_dtype: expected None or 'float32', got {grad_dtype!r}")
+        grad_dtype = grad_dtype or self.compute_dtype
+        kernel, args, threads, notes = self._prepare(problem, grad_weights, grad_dtype)
+        loss, grad, path, threads = self._launch(kernel, args, threads, T, N, C, grad_dtype)
         log_space = path == k.SamplePath.LOG_SPACE
         rescued = path == k.SamplePath.BLOCKED
         float32_rows, said = None, self.compute_dtype
@@ -279,10 +294,10 @@ class NumbaBackend:
         call, as ``run`` does; returns ``(loss (N,), grad (T, N, C))``. ``run`` adds the
         conversions, the memory check (a read of /proc/meminfo, ~30 us) and the notes."""
         T, N, C, _ = problem.shape
-        kernel, args, threads, _ = self._prepare(problem, None)
+        kernel, args, threads, _ = self._prepare(problem, None, self.compute_dtype)
 
         def call():
-            loss, grad, _, _ = self._launch(kernel, args, threads, T, N, C)
+            loss, grad, _, _ = self._launch(kernel, args, threads, T, N, C, self.compute_dtype)
             return loss, grad
         return call
 

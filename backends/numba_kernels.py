@@ -21,7 +21,8 @@ without looking: softmax rows lie in [0, 1], and each ``w * gamma`` term is ``w`
 of a positive sum over that sum.
 The opt-in float32 compute is a kernel of its own, :func:`ctc_batch32`: the same fast path on
 float32 rows, guarded at ``SAFE_FLOOR32``, and the float64 paths for the samples it turns down
-(:func:`sample_float32`); ``KERNELS`` maps each compute dtype to its kernel.
+(:func:`sample_float32`). ``KERNELS`` maps (compute dtype, gradient dtype) to its kernel:
+the float64 compute also stores a float32 gradient (:func:`ctc_batch_rounded`).
 Design and measurements: docs/numba.md.
 """
 from __future__ import annotations
@@ -73,11 +74,14 @@ BAIL_BELOW32 = 1e-16
 
 
 @njit(**JIT)
-def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
+def sample_fast(logits, grad, n, gn, tg, T_n, L, blank, w, skip, dt, floor, bail):
     """Scaled forward-backward of sample ``n`` in rows of dtype ``dt`` (``np.float64``, or
     ``np.float32`` for the float32 compute) with ``floor`` its ``SAFE_FLOOR``; returns its
     loss, or NaN when it is unsafe or a softmax row is not finite (the caller then tries the
     rescue, then log space).
+    Its logits are ``logits[:, n]``, its gradient rows ``grad[:, gn]``: ``gn = n``, or 0
+    where ``grad`` is a one-sample scratch (:func:`ctc_batch_rounded`); the same for the
+    other ``sample_*`` functions.
     ``skip (L + 1,)``: 1.0 where label ``j`` may be entered from label ``j - 1``
     (``skip[L] = 0``). ``bail > 0``: every ``BAIL_PERIOD`` frames, when the forward row's
     mass at the state a linear alignment would be in is below ``bail`` of the row's, return
@@ -127,7 +131,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     skip = sk
     log_scale = 0.0  # plus log(scale): the log of the product of the row sums so far
     scale = 1.0
-    if not softmax_frame(logits[0, n], grad[0, n], tg, L, blank, e):
+    if not softmax_frame(logits[0, n], grad[0, gn], tg, L, blank, e):
         return np.nan
     first_forward_row(A[0], e, L)
     c_prev = A[0, 0] + (A[0, L + 2] if L > 0 else zero)
@@ -141,8 +145,8 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
         i = i + 1 if i + 1 < K else 0
         if t + 1 < T_n:  # the next frame's rows, on another page (numba_math.prefetch_row)
             prefetch_row(logits[t + 1, n])
-            prefetch_row(grad[t + 1, n])
-        if not softmax_frame(logits[t, n], grad[t, n], tg, L, blank, e):
+            prefetch_row(grad[t + 1, gn])
+        if not softmax_frame(logits[t, n], grad[t, gn], tg, L, blank, e):
             return np.nan
         scale *= c_prev  # the row sums' product, in log_scale when it gets small
         if not SCALE_FLUSH <= scale <= 1.0 / SCALE_FLUSH:
@@ -185,7 +189,7 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
     if not overlap_is_safe(zb + zl, cs[t], d, floor):
         return np.nan
     zinv = wd / (zb + zl)
-    row = grad[t, n]
+    row = grad[t, gn]
     gather_emissions(row, tg, L, blank, e)
     gradient_frame(row, blank, wd, zb, zinv)
     if L > 0:
@@ -195,18 +199,18 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
         if seg < n_seg - 1:  # recompute this segment's rows from its first one
             A[0] = first[seg]
             for i in range(1, K):
-                prefetch_row(grad[t0 + i + 1, n])  # t0 + K < T_n: not the last segment
-                gather_emissions(grad[t0 + i, n], tg, L, blank, e1)
+                prefetch_row(grad[t0 + i + 1, gn])  # t0 + K < T_n: not the last segment
+                gather_emissions(grad[t0 + i, gn], tg, L, blank, e1)
                 if merge:
                     forward_row(A[i - 1], A[i], e1, one / cs[t0 + i - 1], skip, L)
                 else:
                     forward_row_split(A[i - 1], A[i], e1, one / cs[t0 + i - 1], skip, L)
         for t in range(min(t0 + K, T_n - 1) - 1, t0 - 1, -1):
             if t > 0:
-                prefetch_row(grad[t - 1, n])
+                prefetch_row(grad[t - 1, gn])
             nb, cb = cb, nb
             e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
-            row = grad[t, n]
+            row = grad[t, gn]
             gather_emissions(row, tg, L, blank, e)  # frame t's, before the gradient goes in
             a = A[t - t0]
             if merge:
@@ -224,49 +228,49 @@ def sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, dt, floor, bail):
 
 
 @njit(inline="always", **JIT)
-def sample_float64(logits, grad, n, tg, T_n, L, blank, w, skip):
+def sample_float64(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
     """Sample ``n`` in float64 rows: the fast path (bailing early when it would most likely
     fail), the blocked rescue, log space; returns ``(loss, path)``."""
-    value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float64, SAFE_FLOOR,
-                        BAIL_BELOW)
+    value = sample_fast(logits, grad, n, gn, tg, T_n, L, blank, w, skip, np.float64,
+                        SAFE_FLOOR, BAIL_BELOW)
     path = FAST
     bailed = value == BAILED
     if bailed:  # predicted to fail: the rescue first, then the plain path after all
-        value = sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip)
+        value = sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip)
         path = BLOCKED
         if np.isnan(value):
-            value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float64,
+            value = sample_fast(logits, grad, n, gn, tg, T_n, L, blank, w, skip, np.float64,
                                 SAFE_FLOOR, 0.0)
             path = FAST
     if np.isnan(value) and not bailed:
-        value = sample_blocked(logits, grad, n, tg, T_n, L, blank, w, skip)
+        value = sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip)
         path = BLOCKED
     if np.isnan(value):
-        value = sample_log_space(logits, grad, n, tg, T_n, L, blank, w)
+        value = sample_log_space(logits, grad, n, gn, tg, T_n, L, blank, w)
         path = LOG_SPACE
     return value, path
 
 
 @njit(**JIT)
-def sample_float32(logits, grad, n, tg, T_n, L, blank, w, skip):
+def sample_float32(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
     """Sample ``n`` in float32 rows (the opt-in float32 compute): the fast path, bailing
     early at ``BAIL_BELOW32``, else :func:`sample_float64` into the same float32 gradient;
     returns ``(loss, path)``, path ``FAST`` (float32), ``FAST64``, ``BLOCKED`` or
     ``LOG_SPACE``. (A float32 rescue, tried and measured, was slower than the float64 fast
     path at every size where it was needed: docs/numba.md.)"""
-    value = sample_fast(logits, grad, n, tg, T_n, L, blank, w, skip, np.float32,
+    value = sample_fast(logits, grad, n, gn, tg, T_n, L, blank, w, skip, np.float32,
                         SAFE_FLOOR32, BAIL_BELOW32)
     if not (np.isnan(value) or value == BAILED):
         return value, FAST
-    value, path = sample_float64(logits, grad, n, tg, T_n, L, blank, w, skip)  # NaN or bailed
+    value, path = sample_float64(logits, grad, n, gn, tg, T_n, L, blank, w, skip)  # NaN/bailed
     return value, FAST64 if path == FAST else path
 
 
 @njit(inline="always", **JIT)
 def batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss, grad,
-                 path, n, sample):
-    """Sample ``n`` of a :func:`ctc_batch` call: its loss, path and every gradient entry, by
-    ``sample`` (:func:`sample_float64` or :func:`sample_float32`)."""
+                 path, n, gn, sample):
+    """Sample ``n`` of a :func:`ctc_batch` call: its loss, path and every gradient entry (in
+    ``grad[:, gn]``), by ``sample`` (:func:`sample_float64` or :func:`sample_float32`)."""
     T = logits.shape[0]
     T_n, L = input_lengths[n], target_lengths[n]
     tg = targets[n]
@@ -279,15 +283,15 @@ def batch_sample(logits, targets, input_lengths, target_lengths, blank, weights,
         path[n] = SKIPPED
         loss[n] = 0.0 if L == 0 else np.inf
         for t in range(T):
-            grad[t, n, :] = 0.0
+            grad[t, gn, :] = 0.0
         return
     skip = np.zeros(L + 1)  # (L + 1,) 1.0 where label j may follow label j - 1 directly
     for j in range(1, L):
         if tg[j] != tg[j - 1]:
             skip[j] = 1.0
-    loss[n], path[n] = sample(logits, grad, n, tg, T_n, L, blank, w, skip)
+    loss[n], path[n] = sample(logits, grad, n, gn, tg, T_n, L, blank, w, skip)
     for t in range(T_n, T):  # padded frames: zero, never read
-        grad[t, n, :] = 0.0
+        grad[t, gn, :] = 0.0
 
 
 @njit(**JIT)
@@ -304,7 +308,32 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
     set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (numba_math)
     for i in range(samples.shape[0]):
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
-                     grad, path, samples[i], sample_float64)
+                     grad, path, samples[i], samples[i], sample_float64)
+    set_fp_control(control)
+
+
+@njit(**JIT)
+def ctc_batch_rounded(logits, targets, input_lengths, target_lengths, blank, weights, loss,
+                      grad, path, samples):
+    """:func:`ctc_batch` into a float32 ``grad``: each sample computed in float64 in a
+    ``(T, 1, C)`` scratch of its own, as :func:`ctc_batch` computes it in ``grad``, then
+    rounded once into ``grad[:, n]`` (the float64 gradient cast to float32, without a
+    float64 ``(T, N, C)`` array: ``ctcbench.torch``'s float32 tensors, docs/numba.md)."""
+    T, _, C = grad.shape
+    rows = np.empty((T, 1, C))  # (T, 1, C) one sample's float64 gradient rows
+    control = get_fp_control()
+    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (numba_math)
+    for i in range(samples.shape[0]):
+        n = samples[i]
+        batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
+                     rows, path, n, 0, sample_float64)
+        for t in range(T):
+            if t + 8 < T:
+                prefetch_row(grad[t + 8, n])
+            out = grad[t, n]
+            row = rows[t, 0]
+            for c in range(C):
+                out[c] = row[c]
     set_fp_control(control)
 
 
@@ -317,8 +346,10 @@ def ctc_batch32(logits, targets, input_lengths, target_lengths, blank, weights, 
     set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (numba_math)
     for i in range(samples.shape[0]):
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
-                     grad, path, samples[i], sample_float32)
+                     grad, path, samples[i], samples[i], sample_float32)
     set_fp_control(control)
 
 
-KERNELS = {"float64": ctc_batch, "float32": ctc_batch32}  # compute dtype -> kernel
+# (compute dtype, gradient dtype) -> kernel
+KERNELS = {("float64", "float64"): ctc_batch, ("float64", "float32"): ctc_batch_rounded,
+           ("float32", "float32"): ctc_batch32}

@@ -64,7 +64,7 @@ def log_posterior_row(a, b, post):
 
 
 @njit(**JIT)
-def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
+def sample_log_space(logits, grad, n, gn, tg, T_n, L, blank, w):
     """Log-space forward-backward of sample ``n`` (feasible, ``T_n >= 1``): writes its
     gradient rows from scratch and returns its loss. Checkpointed like :func:`sample_fast`
     (the same segments): forward rows are kept for one segment at a time, the log-emissions
@@ -95,7 +95,7 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
             total += exp_nonpositive(np.float64(x[c]) - m)
         lse_t = m + math.log(total)
         lse[t] = lse_t
-        row = grad[t, n]
+        row = grad[t, gn]
         for c in range(C):
             row[c] = w * exp_nonpositive(np.float64(x[c]) - lse_t)
         log_emissions(x, lse[t], lab, lp)
@@ -117,7 +117,7 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
         log_z = np.logaddexp(log_z, last[S])
     if not log_z > -np.inf:  # no path: a comparison, see softmax_frame
         for t in range(T_n):
-            grad[t, n, :] = 0.0
+            grad[t, gn, :] = 0.0
         return np.inf
     log_z += log_shift
     # backward: nb holds log beta at frame t + 1 plus its log emissions (g), cb beta at t;
@@ -142,7 +142,7 @@ def sample_log_space(logits, grad, n, tg, T_n, L, blank, w):
                 log_backward_row(nb, cb, exit2)
                 shift_to_max(cb, 0, S)  # a constant per row: the posteriors ignore it
             scale = w / log_posterior_row(A[t - t0], cb, post)
-            row = grad[t, n]
+            row = grad[t, gn]
             for s in range(S):
                 row[lab[s]] -= post[s] * scale
             log_emissions(logits[t, n], lse[t], lab, lp)

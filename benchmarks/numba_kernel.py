@@ -59,8 +59,8 @@ def load_kernel(path: str, compute: str = "float64"):
     namespace = load_module(path)
     kernel = namespace["ctc_batch"]
     kernels = namespace.get("KERNELS")  # since 2026-12-03 the float32 compute's is its own
-    if kernels is not None and compute == "float32":
-        kernel = kernels["float32"]
+    if kernels is not None and compute == "float32":  # keyed (compute, gradient) since 12-06
+        kernel = kernels.get(("float32", "float32")) or kernels["float32"]
     if kernel.py_func.__code__.co_argcount == 9:
         def run_prange(call, threads):
             numba.set_num_threads(threads)

@@ -547,7 +547,7 @@ def test_blocked_rescue_by_itself_matches_reference(seed):
     skip = np.zeros(L + 1)
     skip[1:L] = target[1:] != target[:-1]
     grad = np.empty((T, 1, C))
-    loss = numba_kernels.sample_blocked(logits, grad, 0, target, T, L, 0, 1.0, skip)
+    loss = numba_kernels.sample_blocked(logits, grad, 0, 0, target, T, L, 0, 1.0, skip)
     want = NumpyBackend().run(CTCProblem(logits, target[None], [T], [L]))
     assert loss == pytest.approx(want.loss[0], rel=1e-10, abs=1e-10)
     np.testing.assert_allclose(grad[:, 0], want.grad_logits[:, 0], rtol=0, atol=1e-10)
@@ -564,7 +564,7 @@ def test_log_space_path_keeps_its_precision_at_long_T():
     logits = rng.normal(size=(T, 1, C))
     target = rng.integers(1, C, size=L).astype(np.int64)
     grad = np.empty((T, 1, C))
-    loss = numba_kernels.sample_log_space(logits, grad, 0, target, T, L, 0, 1.0)
+    loss = numba_kernels.sample_log_space(logits, grad, 0, 0, target, T, L, 0, 1.0)
     want_loss, want_grad = _long_double_ctc(logits[:, 0], list(target))
     assert loss == pytest.approx(float(want_loss), rel=1e-13)
     np.testing.assert_allclose(grad[:, 0], want_grad.astype(np.float64), rtol=0, atol=1e-11)
