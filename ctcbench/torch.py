@@ -15,8 +15,8 @@ log-probs directly. Worked through in docs/torch-loss.md.
 
 Each backend runs once per step, in ``forward``, with the weights as ``grad_weights`` when its
 ``run`` takes them (``BackendTraits.takes_grad_weights``; else the unit-weight gradient is
-scaled here); ``backward`` multiplies by the upstream gradient, which is exact because the
-contract's gradient is linear in the weights.
+scaled here); ``backward`` multiplies by the upstream gradient (unless it is the 1 of
+``loss.backward()``), which is exact because the contract's gradient is linear in the weights.
 """
 from __future__ import annotations
 
@@ -108,20 +108,28 @@ def _problem(log_probs: torch.Tensor, targets, input_lengths, target_lengths, bl
                                  f"got shape {arr.shape}")
         x = x.unsqueeze(1)  # (T, 1, C); targets (S,) stay 1-D: concatenated, one sample
         input_lengths, target_lengths = input_lengths.reshape(1), target_lengths.reshape(1)
-    return CTCProblem(x, targets, input_lengths, target_lengths, blank=blank), unbatched
+    # no copy of the logits: the backend runs in this call, before anything can change them
+    return (CTCProblem(x, targets, input_lengths, target_lengths, blank=blank, copy=False),
+            unbatched)
 
 
-def _gradient(result, dtype: torch.dtype) -> np.ndarray:
-    """The result's gradient: numba's own array where it is already in ``dtype`` (the float32
-    compute's for float32 input: no cast back from the contract's float64 copy), else the
-    contract's float64 one. Only numba's: it writes a fresh array each call, which torch may
-    then hold without a copy; another backend's own array might be a buffer it reuses."""
-    from ctcbench.backends.numba_ctc import NumbaResult
-    own = result.raw.grad_logits if isinstance(result.raw, NumbaResult) else None
-    if (isinstance(own, np.ndarray) and own.shape == result.grad_logits.shape
-            and own.dtype.name == str(dtype).removeprefix("torch.")):
-        return own
-    return result.grad_logits
+def _run(backend: LoadedBackend, problem: CTCProblem, w: np.ndarray, dtype: torch.dtype):
+    """``(loss (N,), gradient (T, N, C) weighted by w (N,), compute dtype)`` of one run.
+    numba in this process is called as itself, for a gradient its kernel stores in float32
+    for any tensor below float64 (the float64 result rounded once; no float64 array in
+    between, and no contract copy: the cast alone was 0.5 ms of an 11 ms step,
+    docs/torch-loss.md); it writes a fresh array each call, which torch then holds without a
+    copy."""
+    from ctcbench.backends.numba_ctc import NumbaBackend
+    if isinstance(backend.impl, NumbaBackend) and not backend.isolated:
+        raw = backend.impl.run(problem, grad_weights=w,
+                               grad_dtype=None if dtype == torch.float64 else "float32")
+        return raw.loss, raw.grad_logits, raw.compute_dtype
+    if backend.traits.takes_grad_weights:
+        result = backend.run(problem, grad_weights=w)
+        return result.loss, result.grad_logits, result.compute_dtype  # already weighted
+    result = backend.run(problem)
+    return result.loss, result.grad_logits * w[None, :, None], result.compute_dtype
 
 
 class BackendCTCFunction(torch.autograd.Function):
@@ -133,17 +141,12 @@ class BackendCTCFunction(torch.autograd.Function):
         N = problem.shape[1]
         w = reduction_weights(problem.target_lengths, reduction)  # (N,)
         with torch.enable_grad():  # forward runs without grad; torch-based backends need it
-            if backend.traits.takes_grad_weights:
-                result = backend.run(problem, grad_weights=w)
-                grad = _gradient(result, x.dtype)  # (T, N, C), already weighted
-            else:
-                result = backend.run(problem)
-                grad = result.grad_logits * w[None, :, None]  # (T, N, C)
+            losses, grad, compute_dtype = _run(backend, problem, w, x.dtype)  # (N,), (T, N, C)
         if said is not None:
-            said.append(result.compute_dtype)  # what the backend says it computed in
-        loss = reduce_loss(result.loss, problem.target_lengths, reduction,
+            said.append(compute_dtype)  # what the backend says it computed in
+        loss = reduce_loss(losses, problem.target_lengths, reduction,
                            zero_infinity=zero_infinity)  # (N,) for "none", else a float
-        infinite = np.isinf(result.loss)  # (N,) infeasible targets
+        infinite = np.isinf(losses)  # (N,) infeasible targets
         if infinite.any() and not zero_infinity:
             # An infinite loss has no gradient; torch puts NaN on its valid frames, so does this.
             grad = grad.copy()
@@ -157,6 +160,8 @@ class BackendCTCFunction(torch.autograd.Function):
     @once_differentiable  # the saved gradient is a constant: no second derivative, say so
     def backward(ctx, grad_output):
         (grad,) = ctx.saved_tensors  # (T, N, C)
+        if not ctx.per_sample and grad_output.device.type == "cpu" and float(grad_output) == 1:
+            return grad, None, None, None, None, None  # loss.backward(): no pass over grad
         scale = grad_output[None, :, None] if ctx.per_sample else grad_output  # (1, N, 1) or ()
         return grad * scale, None, None, None, None, None
 

@@ -291,21 +291,56 @@ def test_float32_compute_when_asked_and_it_says_so():
         ctorch.ctc_loss(z.log_softmax(-1), targets, il, tl, compute_dtype="half")
 
 
-def test_the_gradient_torch_gets_is_numbas_own_only_where_dtypes_agree():
-    """numba's float32 gradient goes to torch as it is (no cast back from the contract's
-    float64 copy); float16 input, numba's float64 compute, or another backend get the
-    contract's float64 array. Either way the values are those of the result."""
+def test_float32_tensors_get_the_float64_gradient_rounded_once():
+    """float32 logits: the gradient numba's float64 compute stores in float32 is its float64
+    gradient rounded once, bit for bit, on every path a sample can take (fast, the blocked
+    rescue, log space, infeasible, padded frames); raw logits as the leaf, so x.grad is the
+    loss's gradient itself. float16 gets it within float16 rounding."""
     pytest.importorskip("numba")
     from ctcbench.core.problem import CTCProblem
-    from ctcbench.runtime.registry import get_backend
-    z, targets, il, tl = _random_batch(43, T=20, N=3, C=5, S=4, infeasible=False)
-    problem = CTCProblem(z.float().log_softmax(-1), targets, il, tl)
-    float32 = ctorch._with_compute_dtype(ctorch.resolve_backend("numba"), "float32")
-    result = float32.run(problem)
-    assert ctorch._gradient(result, torch.float32) is result.raw.grad_logits
-    assert ctorch._gradient(result, torch.float16) is result.grad_logits
-    assert result.grad_logits.dtype == np.float64
-    np.testing.assert_array_equal(ctorch._gradient(result, torch.float32), result.grad_logits)
-    for name in ("numba", "numpy"):  # float64 compute: the contract's array
-        other = get_backend(name, isolated=False).run(problem)
-        assert ctorch._gradient(other, torch.float32) is other.grad_logits
+    from ctcbench.backends.numba_ctc import NumbaBackend
+    rng = np.random.default_rng(47)
+    T, N, C, L = 3000, 5, 10, 120
+    z = rng.standard_normal((T, N, C)).astype(np.float32)  # sample 0 at T=3000: the rescue
+    targets = rng.integers(1, C, (N, L))
+    targets[1, :6] = [1, 2, 1, 2, 1, 2]  # its only alignment in 6 frames...
+    z[:, 1, 0] = 900.0  # ...which the blank rules out by e^900: log space
+    il = np.array([T, 6, 200, 3, 1000])  # sample 3: 10 labels in 3 frames, infeasible
+    tl = np.array([L, 6, 20, 10, 5])
+    x = torch.tensor(z, requires_grad=True)
+    loss = ctorch.ctc_loss(x, torch.tensor(targets), torch.tensor(il), torch.tensor(tl),
+                           reduction="sum", zero_infinity=True)
+    loss.backward()
+    result = NumbaBackend().run(CTCProblem(z, targets, il, tl))
+    paths = " ".join(result.notes)
+    assert "blocked" in paths and "log-space" in paths, paths
+    want = result.grad_logits  # (T, N, C) float64, zero on padded frames
+    want[:, 3] = 0.0  # zero_infinity
+    assert x.grad.dtype == torch.float32
+    np.testing.assert_array_equal(x.grad.numpy(), want.astype(np.float32))
+    half = torch.tensor(z[:200, 2:3], dtype=torch.float16, requires_grad=True)
+    ctorch.ctc_loss(half, torch.tensor(targets[2:3]), torch.tensor([200]),
+                    torch.tensor(tl[2:3]), reduction="sum").backward()
+    want = NumbaBackend().run(CTCProblem(half.detach().float().numpy(), targets[2:3], [200],
+                                         tl[2:3])).grad_logits
+    np.testing.assert_allclose(half.grad.float().numpy(), want, rtol=2e-3, atol=1e-7)
+    with pytest.raises(ValueError, match="grad_dtype: expected None or 'float32'"):
+        NumbaBackend().run(CTCProblem(z[:9, :1], targets[:1], [9], [L]), grad_dtype="float16")
+
+
+def test_a_leafs_gradient_holds_across_retained_and_repeated_backward():
+    """loss.backward() hands torch the saved gradient itself (no pass multiplying it by 1):
+    a retained graph run backward twice gives twice the gradient, a second step adds its
+    own, and a scaled upstream gradient still scales it."""
+    z, targets, il, tl = _random_batch(53, infeasible=False)
+    want = _loss_and_grad(F.ctc_loss, z.log_softmax(-1), targets, il, tl, reduction="mean")[1]
+    leaf = z.log_softmax(-1).detach().requires_grad_()
+    loss = ctorch.ctc_loss(leaf, targets, il, tl)
+    loss.backward(retain_graph=True)
+    torch.testing.assert_close(leaf.grad, want, rtol=1e-10, atol=1e-12)
+    loss.backward()
+    torch.testing.assert_close(leaf.grad, 2 * want, rtol=1e-10, atol=1e-12)
+    ctorch.ctc_loss(leaf, targets, il, tl).backward()
+    torch.testing.assert_close(leaf.grad, 3 * want, rtol=1e-10, atol=1e-12)
+    (0.5 * ctorch.ctc_loss(leaf, targets, il, tl)).backward()
+    torch.testing.assert_close(leaf.grad, 3.5 * want, rtol=1e-10, atol=1e-12)
