@@ -24,8 +24,8 @@ from numba import njit
 from ctcbench.backends.numba_math import _bits_to_float, _float_to_bits, prefetch_row
 from ctcbench.backends.numba_rows import (JIT, SAFE_FLOOR, SCALE_FLUSH, WORKSPACE_GAP,
                                           backward_views, first_forward_row, forward_views,
-                                          gather_emissions, gradient_frame, row_sum,
-                                          segment_frames, softmax_frame)
+                                          gather_emissions_at, gradient_frame, row_sum,
+                                          segment_frames, softmax_frame_at)
 
 BLOCK_PAIRS = 8  # (blank, label) pairs a block: 16 states (16 pairs were too many for C=5 at
 # T=60000 L=39, where alpha falls by tens of nats a state)
@@ -47,12 +47,13 @@ def pow2(k):
 
 
 @njit(**JIT)
-def forward_row_cross(p, a, e, k, skip, x, L):
-    """``numba_rows.forward_row`` with label ``j - 1``'s entry into pair ``j`` weighed
+def forward_row_cross(A, prev, i, e, k, skip, x, L):
+    """``numba_rows.forward_row_at`` with label ``j - 1``'s entry into pair ``j`` weighed
     ``x[j]`` (1 within a block, ``2^(E_b-1 - E_b)`` where pair ``j`` starts block ``b``);
     returns the row's sum."""
+    a = A[i]
     eb = e[0] * k
-    pb, pl, pc, el, ab, al = forward_views(p, a, e, L)
+    pb, pl, pc, el, ab, al = forward_views(A[prev], a, e, L)
     sb = sl = 0.0
     for j in range(L):
         u = pb[j]
@@ -72,15 +73,15 @@ def forward_row_cross(p, a, e, k, skip, x, L):
 
 
 @njit(**JIT)
-def backward_row_cross(nb, cb, e1, kb, skip, a, P, y, wt, L):
-    """``numba_rows.backward_row`` with what label ``j`` reaches in pair ``j + 1`` weighed
+def backward_row_cross(nb, cb, e1, kb, skip, A, i, P, y, wt, L):
+    """``numba_rows.backward_row_at`` with what label ``j`` reaches in pair ``j + 1`` weighed
     ``y[j]`` (1 within a block, ``2^(F_b+1 - F_b)`` where pair ``j + 1`` starts block
     ``b + 1``), and each pair's ``alpha * beta`` weighed ``wt[j]``, its block's
     ``2^(E_b + F_b - M)``: returns the row's sum and the weighed sums over the blanks and
     the labels (``P (L,)`` each label's)."""
     eb = e1[0] * kb
     nbb, nbb1, nbl, nbl1, el, el1, sk1, cbb, cbl, ab, al = \
-        backward_views(nb, cb, e1, skip, a, L)
+        backward_views(nb, cb, e1, skip, A[i], L)
     db = zb = dl = zl = 0.0
     for j in range(L):
         g = nbl[j] * el[j]
@@ -251,7 +252,7 @@ def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
         sums_b[b] = 0.0
     log_scale = 0.0
     scale = 1.0
-    if not softmax_frame(logits[0, n], grad[0, gn], tg, L, blank, e):
+    if not softmax_frame_at(logits, grad, 0, n, gn, tg, L, blank, e):
         return np.nan
     first_forward_row(A[0], e, L)
     if not renormalise(A[0], L, zero, E[0], sums_a, zero, x, True):
@@ -266,15 +267,15 @@ def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
         prev = i
         i = i + 1 if i + 1 < K else 0
         if t + 1 < T_n:  # the next frame's rows, as in sample_fast
-            prefetch_row(logits[t + 1, n])
-            prefetch_row(grad[t + 1, gn])
-        if not softmax_frame(logits[t, n], grad[t, gn], tg, L, blank, e):
+            prefetch_row(logits, t + 1, n)
+            prefetch_row(grad, t + 1, gn)
+        if not softmax_frame_at(logits, grad, t, n, gn, tg, L, blank, e):
             return np.nan
         scale *= c_prev
         if not SCALE_FLUSH <= scale <= 1.0 / SCALE_FLUSH:
             log_scale += math.log(scale)
             scale = 1.0
-        s = forward_row_cross(A[prev], A[i], e, 1.0 / c_prev, skip, x, L)
+        s = forward_row_cross(A, prev, i, e, 1.0 / c_prev, skip, x, L)
         if t % PERIOD == 0:
             p = t // PERIOD
             for b in range(n_blk):
@@ -308,6 +309,10 @@ def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
         sums_b[b] = 0.0
     d = 2.0
     bound = 1.0
+    # Each step swaps the rows first, the last frame's too (undone here): views swapped
+    # under a condition kept their reference counts, four atomic pairs a frame.
+    nb, cb = cb, nb
+    e, e1 = e1, e
     for seg in range(n_seg - 1, -1, -1):
         t0 = seg * K
         if seg < n_seg - 1:  # recompute this segment's rows, block scales replayed
@@ -315,24 +320,22 @@ def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
             cross_factors(E[t0 // PERIOD], x, True)
             for r in range(1, K):
                 tau = t0 + r
-                prefetch_row(grad[tau + 1, gn])  # tau + 1 < T_n: not the last segment
-                gather_emissions(grad[tau, gn], tg, L, blank, e1)
-                forward_row_cross(A[r - 1], A[r], e1, 1.0 / cs[tau - 1], skip, x, L)
+                prefetch_row(grad, tau + 1, gn)  # tau + 1 < T_n: not the last segment
+                gather_emissions_at(grad, tau, gn, tg, L, blank, e1)
+                forward_row_cross(A, r - 1, r, e1, 1.0 / cs[tau - 1], skip, x, L)
                 if tau % PERIOD == 0:
                     p = tau // PERIOD
                     scale_blocks(A[r], L, E[p - 1], E[p])
                     cross_factors(E[p], x, True)
         for t in range(min(t0 + K, T_n) - 1, t0 - 1, -1):
             if t > 0:
-                prefetch_row(grad[t - 1, gn])
-            row = grad[t, gn]
+                prefetch_row(grad, t - 1, gn)
+            nb, cb = cb, nb
+            e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
+            gather_emissions_at(grad, t, gn, tg, L, blank, e)  # before the gradient goes in
             if t < T_n - 1:
-                nb, cb = cb, nb
-                e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
-            gather_emissions(row, tg, L, blank, e)  # frame t's, before the gradient goes in
-            a = A[t - t0]
-            if t < T_n - 1:
-                d, zb, zl = backward_row_cross(nb, cb, e1, 1.0 / d, skip, a, P, y, wt, L)
+                d, zb, zl = backward_row_cross(nb, cb, e1, 1.0 / d, skip, A, t - t0, P, y, wt,
+                                               L)
             if t == T_n - 1 or t % PERIOD == PERIOD - 1:  # the first frame of a period
                 for b in range(n_blk):
                     sums[b] = sums_b[b]
@@ -343,18 +346,16 @@ def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
                 d = row_sum(cb, 0, W)
                 bound = posterior_weights(E[t // PERIOD], F, t - t % PERIOD, T_n, L, wt)
                 zb = zl = 0.0  # alpha * beta again, with the new scales
+                a = t - t0  # the forward row's index in A
                 for j in range(L + 1):
-                    zb += a[j] * cb[j] * wt[j]
+                    zb += A[a, j] * cb[j] * wt[j]
                 for j in range(L):
-                    v = a[L + 2 + j] * cb[L + 2 + j] * wt[j]
+                    v = A[a, L + 2 + j] * cb[L + 2 + j] * wt[j]
                     P[j] = v
                     zl += v
             z = zb + zl
             if not (d >= SAFE_FLOOR and d < np.inf and z >= SAFE_FLOOR
                     and z / (cs[t] + d) >= SAFE_FLOOR * bound):
                 return np.nan
-            zinv = w / z
-            gradient_frame(row, blank, w, zb, zinv)
-            for j in range(L):
-                row[tg[j]] -= P[j] * zinv
+            gradient_frame(grad, t, gn, blank, w, zb, w / z, tg, P, L)
     return loss

@@ -39,10 +39,11 @@ from ctcbench.backends.numba_blocks import sample_blocked
 from ctcbench.backends.numba_rescue import sample_log_space  # noqa: F401
 from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa: F401
                                           SCALE_FLUSH, WHOLE_TABLE_BYTES, WORKSPACE_GAP,
-                                          backward_row, backward_row_split,
-                                          first_forward_row, forward_row, forward_row_split,
-                                          gather_emissions, gradient_frame, overlap_is_safe,
-                                          segment_frames, softmax_frame)
+                                          backward_row_at, backward_row_split_at,
+                                          first_forward_row, forward_row_at,
+                                          forward_row_split_at, gather_emissions_at,
+                                          gradient_frame, overlap_is_safe, segment_frames,
+                                          softmax_frame_at)
 
 
 class SamplePath(enum.IntEnum):
@@ -131,7 +132,7 @@ def sample_fast(logits, grad, n, gn, tg, T_n, L, blank, w, skip, dt, floor, bail
     skip = sk
     log_scale = 0.0  # plus log(scale): the log of the product of the row sums so far
     scale = 1.0
-    if not softmax_frame(logits[0, n], grad[0, gn], tg, L, blank, e):
+    if not softmax_frame_at(logits, grad, 0, n, gn, tg, L, blank, e):
         return np.nan
     first_forward_row(A[0], e, L)
     c_prev = A[0, 0] + (A[0, L + 2] if L > 0 else zero)
@@ -144,24 +145,23 @@ def sample_fast(logits, grad, n, gn, tg, T_n, L, blank, w, skip, dt, floor, bail
         prev = i
         i = i + 1 if i + 1 < K else 0
         if t + 1 < T_n:  # the next frame's rows, on another page (numba_math.prefetch_row)
-            prefetch_row(logits[t + 1, n])
-            prefetch_row(grad[t + 1, gn])
-        if not softmax_frame(logits[t, n], grad[t, gn], tg, L, blank, e):
+            prefetch_row(logits, t + 1, n)
+            prefetch_row(grad, t + 1, gn)
+        if not softmax_frame_at(logits, grad, t, n, gn, tg, L, blank, e):
             return np.nan
         scale *= c_prev  # the row sums' product, in log_scale when it gets small
         if not SCALE_FLUSH <= scale <= 1.0 / SCALE_FLUSH:
             log_scale += math.log(scale)
             scale = 1.0
         if merge:
-            s = forward_row(A[prev], A[i], e, one / c_prev, skip, L)
+            s = forward_row_at(A, prev, i, e, one / c_prev, skip, L)
         else:
-            s = forward_row_split(A[prev], A[i], e, one / c_prev, skip, L)
+            s = forward_row_split_at(A, prev, i, e, one / c_prev, skip, L)
         if s < floor:
             return np.nan
         if bail > 0.0 and t % BAIL_PERIOD == 0:
             j = (L * t + (T_n - 1) // 2) // (T_n - 1)  # the linear alignment's pair
-            a = A[i]
-            if a[j] + (a[L + 2 + j] if j < L else zero) < bail * s:
+            if A[i, j] + (A[i, L + 2 + j] if j < L else zero) < bail * s:
                 return BAILED
         if i == 0:
             first[t // K] = A[0]
@@ -189,41 +189,35 @@ def sample_fast(logits, grad, n, gn, tg, T_n, L, blank, w, skip, dt, floor, bail
     if not overlap_is_safe(zb + zl, cs[t], d, floor):
         return np.nan
     zinv = wd / (zb + zl)
-    row = grad[t, gn]
-    gather_emissions(row, tg, L, blank, e)
-    gradient_frame(row, blank, wd, zb, zinv)
-    if L > 0:
-        row[tg[L - 1]] -= zl * zinv
+    gather_emissions_at(grad, t, gn, tg, L, blank, e)
+    for j in range(L):  # the last frame: only label L - 1 ends a path
+        P[j] = zl if j == L - 1 else zero
+    gradient_frame(grad, t, gn, blank, wd, zb, zinv, tg, P, L)
     for seg in range(n_seg - 1, -1, -1):
         t0 = seg * K
         if seg < n_seg - 1:  # recompute this segment's rows from its first one
             A[0] = first[seg]
             for i in range(1, K):
-                prefetch_row(grad[t0 + i + 1, gn])  # t0 + K < T_n: not the last segment
-                gather_emissions(grad[t0 + i, gn], tg, L, blank, e1)
+                prefetch_row(grad, t0 + i + 1, gn)  # t0 + K < T_n: not the last segment
+                gather_emissions_at(grad, t0 + i, gn, tg, L, blank, e1)
                 if merge:
-                    forward_row(A[i - 1], A[i], e1, one / cs[t0 + i - 1], skip, L)
+                    forward_row_at(A, i - 1, i, e1, one / cs[t0 + i - 1], skip, L)
                 else:
-                    forward_row_split(A[i - 1], A[i], e1, one / cs[t0 + i - 1], skip, L)
+                    forward_row_split_at(A, i - 1, i, e1, one / cs[t0 + i - 1], skip, L)
         for t in range(min(t0 + K, T_n - 1) - 1, t0 - 1, -1):
             if t > 0:
-                prefetch_row(grad[t - 1, gn])
+                prefetch_row(grad, t - 1, gn)
             nb, cb = cb, nb
             e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
-            row = grad[t, gn]
-            gather_emissions(row, tg, L, blank, e)  # frame t's, before the gradient goes in
-            a = A[t - t0]
+            gather_emissions_at(grad, t, gn, tg, L, blank, e)  # before the gradient goes in
             if merge:
-                d, zb, zl = backward_row(nb, cb, e1, one / d, skip, a, P, L)
+                d, zb, zl = backward_row_at(nb, cb, e1, one / d, skip, A, t - t0, P, L)
             else:
-                d, zb, zl = backward_row_split(nb, cb, e1, one / d, skip, a, P, L)
+                d, zb, zl = backward_row_split_at(nb, cb, e1, one / d, skip, A, t - t0, P, L)
             z = zb + zl
             if not (d >= floor and overlap_is_safe(z, cs[t], d, floor)):
                 return np.nan
-            zinv = wd / z
-            gradient_frame(row, blank, wd, zb, zinv)
-            for j in range(L):
-                row[tg[j]] -= P[j] * zinv
+            gradient_frame(grad, t, gn, blank, wd, zb, wd / z, tg, P, L)
     return loss
 
 
@@ -328,12 +322,10 @@ def ctc_batch_rounded(logits, targets, input_lengths, target_lengths, blank, wei
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
                      rows, path, n, 0, sample_float64)
         for t in range(T):
-            if t + 8 < T:
-                prefetch_row(grad[t + 8, n])
-            out = grad[t, n]
-            row = rows[t, 0]
+            if t + 8 < T:  # 8 rows ahead: a copy leaves less time to hide a miss
+                prefetch_row(grad, t + 8, n)
             for c in range(C):
-                out[c] = row[c]
+                grad[t, n, c] = rows[t, 0, c]
     set_fp_control(control)
 
 

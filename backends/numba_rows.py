@@ -1,7 +1,8 @@
 """The shared parts of backend ``numba``'s kernels (:mod:`ctcbench.backends.numba_kernels`):
 compile options, sizes, the softmax of a frame and the forward and backward rows of the fast
 path, each for float64 or float32 rows (their dtype comes from the arrays). The row layout
-(``2L + 3`` entries: blanks, a zero, labels, a zero) is described in ``numba_kernels``.
+(``2L + 3`` entries: blanks, a zero, labels, a zero) is described in ``numba_kernels``. The
+kernels call them through the ``*_at`` functions at the end, which take tables and indices.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def segment_frames(T_n, L, itemsize=8):
     return min(K, T_n)
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def row_sum(x, start, stop):
     """``sum(x[start:stop])`` in a loop that only reads: vectorised the same way wherever
     ``x`` lies, so the sum is bit-identical from call to call. (A loop that also stores may
@@ -59,7 +60,7 @@ def row_sum(x, start, stop):
     return s
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def dot(x, y, stop):
     """``sum(x[:stop] * y[:stop])``, read-only like :func:`row_sum`."""
     s = 0.0
@@ -68,7 +69,7 @@ def dot(x, y, stop):
     return s
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def row_max(x):
     """``max(x)`` (NaN entries skipped, -inf if there is no other) in eight running maxima,
     which LLVM keeps in one vector register: a single running maximum is a chain of
@@ -91,7 +92,7 @@ def row_max(x):
     return m
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def softmax_frame(x, row, tg, L, blank, e):
     """``row (C,) = softmax(x)``; ``e (L + 2,) = (p_blank, p_label_0, .., 0)``, gathered
     from ``row`` (so :func:`gather_emissions` of ``row`` gives the same bits). Returns
@@ -110,7 +111,7 @@ def softmax_frame(x, row, tg, L, blank, e):
     return s < np.inf
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def gather_emissions(row, tg, L, blank, e):
     """``e (L + 2,) = (row[blank], row[tg[0]], .., row[tg[L - 1]], 0)``."""
     e[0] = row[blank]
@@ -150,7 +151,7 @@ def backward_views(nb, cb, e1, skip, a, L):
             a[L + 2:2 * L + 2])
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def forward_row(p, a, e, k, skip, L):
     """Forward row ``a (2L + 3,)`` from the previous one ``p`` times ``k``, emissions ``e``;
     returns its sum. Blank ``j`` <- blank ``j``, label ``j - 1``; label ``j`` <- label ``j``,
@@ -179,7 +180,7 @@ def forward_row(p, a, e, k, skip, L):
     return sb + sl
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def backward_row(nb, cb, e1, kb, skip, a, P, L):
     """Backward row ``cb`` (scaled by ``kb``) from the next frame's ``nb`` and emissions
     ``e1``, and ``P (L,)``, ``alpha * beta`` of each label state with the forward row ``a``;
@@ -210,7 +211,7 @@ def backward_row(nb, cb, e1, kb, skip, a, P, L):
     return db + dl, zb, zl
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def forward_row_split(p, a, e, k, skip, L):
     """:func:`forward_row` in two loops, blanks then labels: faster below ``MERGE_MIN_L``
     labels, where the loops' remainders weigh more than the loads saved by one loop."""
@@ -231,7 +232,7 @@ def forward_row_split(p, a, e, k, skip, L):
     return sb + sl
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def backward_row_split(nb, cb, e1, kb, skip, a, P, L):
     """:func:`backward_row` in two loops, blanks then labels (see :func:`forward_row_split`)."""
     eb = e1[0] * kb
@@ -254,15 +255,64 @@ def backward_row_split(nb, cb, e1, kb, skip, a, P, L):
     return db + dl, zb, zl
 
 
+# -- what the kernels call once a frame: a table or batch and row indices, not row views ------
+# A row view made in a kernel's loop and passed to a function costs two atomic updates of its
+# array's reference count (numba's NRT_incref/NRT_decref), which numba's pruning of reference
+# counts leaves in loops with calls and early returns: about a fifth of the kernel's time at
+# T=400 N=32 C=80 L=60. Made here, in functions that call nothing (the functions above are
+# inlined: a function that calls another keeps its own arguments' counts too), the counts are
+# pruned (docs/numba.md, step 19). ``grad`` and ``logits`` are (T, N, C), ``A`` a
+# (frames, 2L + 3) table; sample ``n``'s gradient rows are ``grad[:, gn]``.
 @njit(**JIT)
-def gradient_frame(row, blank, w, zb, zinv):
-    """Start a frame's gradient in ``row (C,)``, which holds its softmax: times the weight
-    ``w`` (in the rows' dtype), minus the blanks' share ``zb * zinv`` of the posterior; the
-    caller takes off the labels' shares."""
+def softmax_frame_at(logits, grad, t, n, gn, tg, L, blank, e):
+    """:func:`softmax_frame` of frame ``t`` of sample ``n`` into ``grad[t, gn]``."""
+    return softmax_frame(logits[t, n], grad[t, gn], tg, L, blank, e)
+
+
+@njit(**JIT)
+def gather_emissions_at(grad, t, gn, tg, L, blank, e):
+    """:func:`gather_emissions` of ``grad[t, gn]``."""
+    gather_emissions(grad[t, gn], tg, L, blank, e)
+
+
+# One function per loop shape, the caller choosing by ``MERGE_MIN_L``: a view made in one
+# branch of a function keeps its counts.
+@njit(**JIT)
+def forward_row_at(A, prev, i, e, k, skip, L):
+    """:func:`forward_row` of ``A[i]`` from ``A[prev]``; returns its sum."""
+    return forward_row(A[prev], A[i], e, k, skip, L)
+
+
+@njit(**JIT)
+def forward_row_split_at(A, prev, i, e, k, skip, L):
+    """:func:`forward_row_split` of ``A[i]`` from ``A[prev]``; returns its sum."""
+    return forward_row_split(A[prev], A[i], e, k, skip, L)
+
+
+@njit(**JIT)
+def backward_row_at(nb, cb, e1, kb, skip, A, i, P, L):
+    """:func:`backward_row` with the forward row ``A[i]``."""
+    return backward_row(nb, cb, e1, kb, skip, A[i], P, L)
+
+
+@njit(**JIT)
+def backward_row_split_at(nb, cb, e1, kb, skip, A, i, P, L):
+    """:func:`backward_row_split` with the forward row ``A[i]``."""
+    return backward_row_split(nb, cb, e1, kb, skip, A[i], P, L)
+
+
+@njit(**JIT)
+def gradient_frame(grad, t, gn, blank, w, zb, zinv, tg, P, L):
+    """Frame ``t``'s gradient in ``grad[t, gn]``, which holds its softmax: times the weight
+    ``w`` (in the rows' dtype), minus the posterior: the blanks' share ``zb * zinv``, label
+    ``j``'s ``P[j] * zinv``."""
+    row = grad[t, gn]
     if w != 1.0:
         for c in range(row.shape[0]):
             row[c] *= w
     row[blank] -= zb * zinv
+    for j in range(L):
+        row[tg[j]] -= P[j] * zinv
 
 
 @njit(**JIT)
