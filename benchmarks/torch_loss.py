@@ -1,5 +1,5 @@
 """Time a training step's loss: ``ctcbench.torch.ctc_loss`` (numba, float64 and float32
-compute) against torch's ``F.ctc_loss``, loss + ``backward``, in one process, alternating.
+compute) against torch's ``F.ctc_loss``, loss + ``backward``, in one process, interleaved.
 
 Not a test: the benchmark behind docs/torch-loss.md.
 
@@ -7,9 +7,11 @@ Not a test: the benchmark behind docs/torch-loss.md.
     python benchmarks/torch_loss.py --size 1000,32,100,200 --logits peaked --repeat 15
 
 One thread for both (``torch.set_num_threads(1)``, ``CTCBENCH_THREADS=1``); per repeat each
-variant runs once in turn, and the ratio to torch is taken within the repeat (the machine's
-load hits neighbours alike); printed: median wall ms per variant, median and range of its
-ratio to torch, and where the float32 compute's samples were computed. The problems are
+variant runs once, and the ratio to torch is taken within the repeat (the machine's load hits
+neighbours alike). The order turns by one place each repeat: whichever step runs right after
+torch's is 1-1.7 ms slower (docs/torch-loss.md), so a fixed order (``--order fixed``) charges
+that to one variant. Printed: median wall ms per variant, median and range of its ratio to
+torch, and where the float32 compute's samples were computed. The problems are
 ``benchmarks/numba_kernel.py``'s (``--logits random`` or ``peaked``).
 """
 from __future__ import annotations
@@ -20,6 +22,8 @@ import time
 
 import numpy as np
 
+from ctcbench.environment import cpu_description, cpu_line
+
 os.environ["CTCBENCH_THREADS"] = "1"
 
 
@@ -28,7 +32,11 @@ def main() -> None:
     parser.add_argument("--size", default="400,32,80,60", help="T,N,C,L")
     parser.add_argument("--logits", choices=["random", "peaked"], default="random")
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--order", choices=["turned", "fixed"], default="turned",
+                        help="turned: the order moves by one place each repeat; fixed: "
+                        "torch, numba float64, numba float32 every repeat")
     args = parser.parse_args()
+    print(cpu_line(cpu_description()), flush=True)  # the figures hold for this CPU only
     import torch
     import torch.nn.functional as F
 
@@ -57,15 +65,18 @@ def main() -> None:
     for step in steps.values():  # compile, warm up
         step()
     times = {name: [] for name in steps}
-    for _ in range(args.repeat):
-        for name, step in steps.items():
+    names = list(steps)
+    for r in range(args.repeat):
+        turn = r % len(names) if args.order == "turned" else 0
+        for name in names[turn:] + names[:turn]:
+            step = steps[name]
             x.grad = None
             t0 = time.perf_counter()
             step()
             times[name].append(time.perf_counter() - t0)
     base = np.array(times["torch"])
     print(f"T={T} N={N} C={C} L={L}, {args.logits} float32 logits, one thread, "
-          f"{args.repeat} repeats alternating")
+          f"{args.repeat} repeats, order {args.order}")
     for name, ts in times.items():
         ratio = np.array(ts) / base
         print(f"  {name:14} {np.median(ts) * 1e3:8.2f} ms   x torch {np.median(ratio):.3f} "
