@@ -3,21 +3,22 @@
 The kernels are in :mod:`ctcbench.backends.numba_kernels` (softmax, scaled forward-backward
 with a log-space fallback per sample, gradient w.r.t. the logits, all in one pass per
 sample). The adapter takes logits ``(T, N, C)`` in any float dtype and computes in float64
-(``compute_dtype = "float64"``): the kernel reads float32 and float64 logits as they are and
-widens each as it reads it (float16 is widened to float32 first; each widening is exact), so
-the answer does not depend on the logits dtype. ``NumbaBackend(compute_dtype="float32")`` opts in
+(``compute_dtype = "float64"``): logits are widened exactly to float64 first, so one kernel
+serves them all; the kernels that store a float32 gradient (``run(grad_dtype="float32")``,
+``ctcbench.torch``'s, and the float32 compute's) read float32 logits as they are instead, and
+widen each as they read it. ``NumbaBackend(compute_dtype="float32")`` opts in
 to the float32 compute (the same kernel with a float32 gradient: float32 rows on its fast path;
 samples it cannot certify in float32 are computed in float64), never the default.
 
 Threads: ``CTCBENCH_THREADS`` (set by ``--threads``) or, unset, numba's default (one per
 core); a request above the cores numba started with is capped, with a note.
 
-Compilation: the kernel is compiled on first use, once per logits dtype it reads (float32 and
-float64) and gradient dtype it stores, and cached on disk (numba ``cache=True``), so later
-processes only load it. The seconds spent compiling or loading are kept in
-``NumbaBackend.compile_seconds`` (``"float32/float64"``: the logits dtype the kernel reads and
-the compute dtype, then ``"/float32"`` for a float32 gradient -> seconds) and reported as a
-note on the result of the call that paid them; the time of a run never includes them.
+Compilation: a kernel is compiled on first use, once per logits dtype it reads and gradient
+dtype it stores, and cached on disk (numba ``cache=True``), so later processes only load it.
+The seconds spent compiling or loading are kept in ``NumbaBackend.compile_seconds``
+(``"float32/float64"``: the logits dtype the kernel reads and the compute dtype, then
+``"/float32"`` for a float32 gradient -> seconds) and reported as a note on the result of the
+call that paid them; the time of a run never includes them.
 
 numba is a default dependency of ctcbench (it brings LLVM, as llvmlite); where it is missing
 (installed without dependencies, a platform without its wheels) this backend raises
@@ -156,11 +157,8 @@ def compile_ahead(compute_dtype: str = "float64") -> str | None:
 
 
 def _compile_here(compute_dtype: str) -> None:
-    """``compile_ahead``'s child: a tiny run per logits dtype compiles the kernel for both
-    into the disk cache."""
-    backend = NumbaBackend(compute_dtype)
-    for dtype in (np.float64, np.float32):
-        backend.run(CTCProblem(np.zeros((2, 1, 3), dtype), [[1]], [2], [1]))
+    """``compile_ahead``'s child: one tiny run compiles the kernel into the disk cache."""
+    NumbaBackend(compute_dtype).run(CTCProblem(np.zeros((2, 1, 3)), [[1]], [2], [1]))
 
 
 def _kernel_input(arr, dtype) -> np.ndarray:
@@ -206,10 +204,12 @@ class NumbaBackend:
         T, N, C, L = problem.shape
         threads, note = thread_count(numba)
         require_memory(T, N, C, L, need=estimate_bytes(T, N, C, L, threads))
-        # The kernel reads float32 or float64 logits (two specialisations); float16 is
-        # widened to float32 up front, exactly. Widening float32 to float64 here as well cost
-        # a pass over the logits, 0.4 ms of an 11 ms training step (docs/numba.md).
-        logits_dtype = np.float64 if problem.logits.dtype == np.float64 else np.float32
+        # Logits are widened exactly up front, to float64 for the default kernel (one
+        # specialisation for compare and bench: a second cost 12 s of cold compile), to
+        # float32 for the kernels storing a float32 gradient, which read float32 as it is
+        # (a pass over the logits less, 0.4 ms of an 11 ms training step; docs/numba.md).
+        narrow = grad_dtype == "float32" and problem.logits.dtype != np.float64
+        logits_dtype = np.float32 if narrow else np.float64
         weights = (np.ones(N) if grad_weights is None
                    else grad_weights_array(grad_weights, N))  # (N,)
         notes = [] if note is None else [note]
