@@ -10,7 +10,7 @@ cache). The CPU line comes first: these figures hold for that CPU only.
     python benchmarks/roofline.py --kernel               # and the kernel itself against it
 
 Parts: ns per element of ``numba_math.exp_nonpositive`` over C (and 1000) non-positive floats
-in L1; ns per frame of ``numba_rows.softmax_frame`` of one (C,) frame (its gather included)
+in L1; ns per frame of ``numba_rows.softmax_frame_at`` of one (C,) frame (its gather included)
 and of the backward pass's gather and scatter of a frame; GB/s of ``b[i] = a[i] * k`` (bytes
 read + written) and of a sum (bytes read) over buffers in L2, past L2 (16 MiB) and larger
 (256 MiB); ns per cell of ``forward_row`` and ``backward_row`` in L1
@@ -72,8 +72,10 @@ def loops():
     from numba import njit
 
     from ctcbench.backends.numba_math import exp_nonpositive
-    from ctcbench.backends.numba_rows import JIT, gather_emissions, softmax_frame
+    from ctcbench.backends.numba_rows import (JIT, gather_emissions_at, gradient_frame,
+                                              softmax_frame_at)
     jit = njit(**{**JIT, "cache": False})
+    # the parts called as the kernel calls them (the *_at functions, on (1, 1, C) rows)
 
     @jit
     def exp_loop(x, out, reps):  # x (C,) non-positive
@@ -82,18 +84,18 @@ def loops():
                 out[c] = exp_nonpositive(x[c])
 
     @jit
-    def softmax_loop(x, row, tg, L, e, reps):  # x, row (C,); e (L + 2,)
+    def softmax_loop(x, row, tg, L, e, reps):  # x, row (1, 1, C); e (L + 2,)
         ok = True
         for _ in range(reps):
-            ok &= softmax_frame(x, row, tg, L, 0, e)
+            ok &= softmax_frame_at(x, row, 0, 0, 0, tg, L, 0, e)
         return ok
 
     @jit
     def gather_scatter(row, tg, L, e, P, reps):  # as the backward pass does a frame
         for _ in range(reps):
-            gather_emissions(row, tg, L, 0, e)
-            for j in range(L):
-                row[tg[j]] -= P[j] * 1e-300  # the kernel's P[j] * zinv; row stays as it is
+            gather_emissions_at(row, 0, 0, tg, L, 0, e)
+            # the kernel's zinv is 1e-300 here: row stays as it is
+            gradient_frame(row, 0, 0, 0, 1.0, 0.0, 1e-300, tg, P, L)
 
     @jit
     def scale(a, b, k, reps):
@@ -136,12 +138,12 @@ def main() -> None:
         reps = WORK // c
         rates.append(f"{best(lambda: exp_loop(x, out, reps)) / (reps * c) * 1e9:.3f} ns at C={c}")
     print("exp_nonpositive, per element in L1: " + ", ".join(rates))
-    x, row = rng.standard_normal(C), np.empty(C)  # (C,)
+    x, row = rng.standard_normal((1, 1, C)), np.empty((1, 1, C))  # (1, 1, C) one frame
     tg, e, P = rng.integers(1, C, L), np.empty(L + 2), rng.uniform(0, 1, L)  # (L,) (L+2,) (L,)
     frames = WORK // max(C, L)
     ns = {"softmax": best(lambda: softmax_loop(x, row, tg, L, e, frames)) / frames * 1e9,
           "gather/scatter": best(lambda: gather_scatter(row, tg, L, e, P, frames)) / frames * 1e9}
-    print(f"softmax_frame at C={C}, L={L}: {ns['softmax']:.1f} ns a frame "
+    print(f"softmax_frame_at at C={C}, L={L}: {ns['softmax']:.1f} ns a frame "
           f"({ns['softmax'] / C:.3f} a logit); gather and scatter: {ns['gather/scatter']:.1f} "
           "ns a frame")
 

@@ -26,58 +26,75 @@ import numpy as np
 from numba import njit
 
 from ctcbench.backends.numba_math import exp_nonpositive
-from ctcbench.backends.numba_rows import (FASTMATH, MERGE_MIN_L, backward_row,
-                                          backward_row_split, forward_row, forward_row_split,
-                                          gather_emissions, row_max, softmax_frame)
+from ctcbench.backends.numba_rows import (FASTMATH, MERGE_MIN_L, backward_row_at,
+                                          backward_row_split_at, forward_row_at,
+                                          forward_row_split_at, gather_emissions_at,
+                                          row_max, softmax_frame_at)
 
 LOOP = dict(fastmath=FASTMATH, error_model="numpy")  # as the kernel's, without the disk cache
 RESTART = 64
+# The loops call the parts as the kernels do: the *_at functions, given tables and indices (a
+# row view made in a loop costs two atomic reference counts, docs/numba.md step 19).
 
 
 @njit(**LOOP)
 def row_loop(rows, start, e, skip, a, P, L, frames, backward):
-    """``frames`` forward rows (or backward ones, against the forward row ``a``), each made
-    from the one before, ping-ponging between ``rows[0]`` and ``rows[1]``."""
+    """``frames`` forward rows (or backward ones, against the forward row ``a (1, W)``), each
+    made from the one before, ping-ponging between ``rows[0]`` and ``rows[1]``."""
     one = rows.dtype.type(1.0)
     s = one  # the previous row's sum
+    nb, cb = rows[0], rows[1]  # the backward pass's rows, swapped each frame as the kernel's
     for t in range(frames):
-        prev, new = rows[t % 2], rows[1 - t % 2]
+        prev = t % 2
         if t % RESTART == 0:
-            prev[:] = start
+            for i in range(rows.shape[1]):
+                rows[prev, i] = start[i]
             s = one
         if backward and L >= MERGE_MIN_L:
-            s, zb, zl = backward_row(prev, new, e, one / s, skip, a, P, L)
+            s, zb, zl = backward_row_at(nb, cb, e, one / s, skip, a, 0, P, L)
         elif backward:
-            s, zb, zl = backward_row_split(prev, new, e, one / s, skip, a, P, L)
+            s, zb, zl = backward_row_split_at(nb, cb, e, one / s, skip, a, 0, P, L)
         elif L >= MERGE_MIN_L:
-            s = forward_row(prev, new, e, one / s, skip, L)
+            s = forward_row_at(rows, prev, 1 - prev, e, one / s, skip, L)
         else:
-            s = forward_row_split(prev, new, e, one / s, skip, L)
+            s = forward_row_split_at(rows, prev, 1 - prev, e, one / s, skip, L)
+        nb, cb = cb, nb
     return s
 
 
 @njit(**LOOP)
 def softmax_frames(x, out, tg, L, e):
-    """The softmax (and gather) of each frame of ``x (T, C)`` into ``out (T, C)``."""
+    """The softmax (and gather) of each frame of ``x (T, 1, C)`` into ``out (T, 1, C)``."""
     ok = True
     for t in range(x.shape[0]):
-        ok &= softmax_frame(x[t], out[t], tg, L, 0, e)
+        ok &= softmax_frame_at(x, out, t, 0, 0, tg, L, 0, e)
     return ok
 
 
 @njit(**LOOP)
+def max_at(x, t):
+    return row_max(x[t, 0])
+
+
+@njit(**LOOP)
+def exp_at(x, out, t):
+    row, xt = out[t, 0], x[t, 0]
+    for c in range(xt.shape[0]):
+        row[c] = exp_nonpositive(np.float64(xt[c]) - 4.0)
+
+
+@njit(**LOOP)
 def softmax_pieces(x, out, tg, L, e, piece):
-    """One piece of the softmax per frame: 0 the max, 1 the exp loop, 2 the gather."""
+    """One piece of the softmax per frame of ``x (T, 1, C)``: 0 the max, 1 the exp loop, 2
+    the gather."""
     m = 0.0
     for t in range(x.shape[0]):
         if piece == 0:
-            m += row_max(x[t])
+            m += max_at(x, t)
         elif piece == 1:
-            row, xt = out[t], x[t]
-            for c in range(xt.shape[0]):
-                row[c] = exp_nonpositive(np.float64(xt[c]) - 4.0)
+            exp_at(x, out, t)
         else:
-            gather_emissions(out[t], tg, L, 0, e)
+            gather_emissions_at(out, t, 0, tg, L, 0, e)
     return m
 
 
@@ -104,12 +121,13 @@ def parts(L: int, C: int, dtype, frames: int, rng):
     skip = np.ones(L + 1, dtype)  # (L + 1,) in the rows' dtype, as the kernel copies it
     skip[L] = 0.0
     P = np.zeros(L, dtype)  # (L,)
-    x = rng.standard_normal((frames, C)).astype(dtype)  # (frames, C) logits, as the
+    x = rng.standard_normal((frames, 1, C)).astype(dtype)  # (frames, 1, C) logits, as the
     # float32 compute gets them (float32 input)
-    out = np.empty((frames, C), dtype)
+    out = np.empty((frames, 1, C), dtype)
     tg = rng.integers(1, C, L).astype(np.int64)  # (L,)
-    return {"forward": lambda: row_loop(rows, start, e, skip, start, P, L, frames, False),
-            "backward": lambda: row_loop(back, start, e, skip, start, P, L, frames, True),
+    a = start.reshape(1, W)  # (1, W) the forward row of the backward rows
+    return {"forward": lambda: row_loop(rows, start, e, skip, a, P, L, frames, False),
+            "backward": lambda: row_loop(back, start, e, skip, a, P, L, frames, True),
             "softmax": lambda: softmax_frames(x, out, tg, L, e),
             "max": lambda: softmax_pieces(x, out, tg, L, e, 0),
             "exp": lambda: softmax_pieces(x, out, tg, L, e, 1),
