@@ -9,7 +9,7 @@ Not a test: the benchmark behind docs/torch-loss.md.
 One thread for both (``torch.set_num_threads(1)``, ``CTCBENCH_THREADS=1``); per repeat each
 variant runs once, and the ratio to torch is taken within the repeat (the machine's load hits
 neighbours alike). The order turns by one place each repeat: whichever step runs right after
-torch's is 1-1.7 ms slower (docs/torch-loss.md), so a fixed order (``--order fixed``) charges
+torch's is 1.6-2.2 ms slower (docs/torch-loss.md), so a fixed order (``--order fixed``) charges
 that to one variant. Printed: median wall ms per variant, median and range of its ratio to
 torch, and where the float32 compute's samples were computed. The problems are
 ``benchmarks/numba_kernel.py``'s (``--logits random`` or ``peaked``).
