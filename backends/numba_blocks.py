@@ -333,9 +333,9 @@ def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
             nb, cb = cb, nb
             e, e1 = e1, e  # e1: frame t + 1's, gathered by the step before
             gather_emissions_at(grad, t, gn, tg, L, blank, e)  # before the gradient goes in
+            ia = t - t0  # the forward row's index in A
             if t < T_n - 1:
-                d, zb, zl = backward_row_cross(nb, cb, e1, 1.0 / d, skip, A, t - t0, P, y, wt,
-                                               L)
+                d, zb, zl = backward_row_cross(nb, cb, e1, 1.0 / d, skip, A, ia, P, y, wt, L)
             if t == T_n - 1 or t % PERIOD == PERIOD - 1:  # the first frame of a period
                 for b in range(n_blk):
                     sums[b] = sums_b[b]
@@ -346,11 +346,10 @@ def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
                 d = row_sum(cb, 0, W)
                 bound = posterior_weights(E[t // PERIOD], F, t - t % PERIOD, T_n, L, wt)
                 zb = zl = 0.0  # alpha * beta again, with the new scales
-                a = t - t0  # the forward row's index in A
                 for j in range(L + 1):
-                    zb += A[a, j] * cb[j] * wt[j]
+                    zb += A[ia, j] * cb[j] * wt[j]
                 for j in range(L):
-                    v = A[a, L + 2 + j] * cb[L + 2 + j] * wt[j]
+                    v = A[ia, L + 2 + j] * cb[L + 2 + j] * wt[j]
                     P[j] = v
                     zl += v
             z = zb + zl
