@@ -37,6 +37,7 @@ import numpy as np
 
 from ctcbench.core.memory import require_memory
 from ctcbench.core.problem import CTCProblem
+from ctcbench.progress import said_if_slow
 from ctcbench.runtime.protocol import BackendUnavailable, grad_weights_array
 from ctcbench.runtime.threads import THREADS_ENV, requested
 
@@ -224,15 +225,17 @@ class NumbaBackend:
         if grad_dtype != self.compute_dtype:
             key += f"/{grad_dtype}"
         if key not in self.compile_seconds:
-            t0 = time.perf_counter()
-            hits = sum(kernel.stats.cache_hits.values())
-            kernel.compile(tuple(numba.typeof(a) for a in args)
-                           + (numba.float64[::1], grad_type, numba.int8[::1],
-                              numba.int64[::1]))
-            seconds = self.compile_seconds[key] = time.perf_counter() - t0
             what = f"the {self.compute_dtype} kernel for {logits_dtype.__name__} logits"
             if grad_dtype != self.compute_dtype:
                 what += f" and a {grad_dtype} gradient"
+            t0 = time.perf_counter()
+            hits = sum(kernel.stats.cache_hits.values())
+            with said_if_slow(f"numba: compiling {what}, once (about half a minute): later "
+                              f"runs load it from numba's disk cache"):
+                kernel.compile(tuple(numba.typeof(a) for a in args)
+                               + (numba.float64[::1], grad_type, numba.int8[::1],
+                                  numba.int64[::1]))
+            seconds = self.compile_seconds[key] = time.perf_counter() - t0
             notes.append(f"numba: loaded {what} from its disk cache in {seconds:.1f} s"
                          if sum(kernel.stats.cache_hits.values()) > hits else
                          f"numba: compiled {what} in {seconds:.0f} s, once: later runs load "

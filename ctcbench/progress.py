@@ -8,10 +8,12 @@ seconds (default 10), plus a last one when the work ends if any was written::
 
 Lines come from a timer thread too, so a single slow item (a large bench size, a backend that
 hangs until its timeout) still shows the command is alive. With ``CTCBENCH_PROGRESS_EVERY=0``
-every update writes a line.
+every update writes a line. A one-off step that is usually quick but sometimes not (numba
+loading its kernel, or compiling it the first time) says so with :func:`said_if_slow`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -21,6 +23,7 @@ import weakref
 EVERY_ENV = "CTCBENCH_PROGRESS_EVERY"
 DEFAULT_EVERY = 10.0
 FIRST_AFTER = 1.0  # seconds before the first line: quick commands stay quiet in logs
+SLOW_AFTER = 3.0  # seconds before said_if_slow speaks: numba loads a cached kernel in ~1 s
 
 
 def interval() -> float:
@@ -164,6 +167,28 @@ class Progress:
         with self.lock:  # the timer thread and update() must not both write one line
             if self.mode == "lines" and self.due_in() <= 0:
                 self._emit()
+
+
+@contextlib.contextmanager
+def said_if_slow(text: str, after: float = SLOW_AFTER, stream=None):
+    """Run the block; if it is still running ``after`` seconds in, write ``text`` on stderr
+    (or ``stream``) as one line, from a timer thread, so that a pause the caller did not
+    expect (a training step stopped for a compile) is explained while it lasts."""
+    stream = stream if stream is not None else sys.stderr
+
+    def say():
+        try:
+            print(text, file=stream, flush=True)
+        except (ValueError, OSError):  # the stream was closed under us
+            pass
+    timer = threading.Timer(after, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
 
 
 def tick(ref, closed: threading.Event) -> None:

@@ -50,6 +50,7 @@ LONG = {
     "atlas/test_versions.py::test_an_older_optax_runs_the_optax_entries_and_a_missing_one_is_said",
     "doctor/test_monitors.py::test_keras_fit_reports_a_planted_fault_at_step_0_and_a_healthy_run_never",
     "function/test_ci_recipes.py::test_each_recipe_passes_a_correct_binding_and_fails_the_planted_bug",
+    "backends/test_numba_backend.py::test_a_first_compile_is_said_while_it_runs_and_a_load_from_the_cache_is_not",
     "backends/test_numba_backend.py::test_float32_compute_matches_brute_force_within_the_float32_bound",
     "backends/test_numba_backend.py::test_float32_compute_on_long_random_samples",
     "backends/test_numba_backend.py::test_float32_compute_on_the_case_library",

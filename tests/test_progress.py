@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
-from ctcbench.progress import EVERY_ENV, Progress, interval
+from ctcbench.progress import EVERY_ENV, Progress, interval, said_if_slow
 
 LINE = re.compile(r"^(?P<desc>.+): (?P<n>\d+)/(?P<total>\d+) (?P<unit>\w+), \d+ s( \(.*\))?$")
 
@@ -54,6 +54,20 @@ def test_a_slow_item_still_gets_lines_from_the_timer(monkeypatch):
     found = lines_of(out.getvalue())
     assert len(found) >= 3 and found[0]["n"] == "0" and "(T=800 N=32)" in found[0].group(0)
     assert found[-1]["n"] == "2"
+
+
+def test_a_pause_is_explained_while_it_lasts_and_a_quick_step_says_nothing():
+    """said_if_slow: one line once the block has run ``after`` seconds, none for a block
+    done sooner, and none after the block has ended."""
+    out = io.StringIO()
+    with said_if_slow("numba: compiling", after=0.1, stream=out):
+        time.sleep(0.4)
+        assert out.getvalue() == "numba: compiling\n"  # said during the pause
+    quick = io.StringIO()
+    with said_if_slow("numba: compiling", after=0.2, stream=quick):
+        pass
+    time.sleep(0.4)
+    assert quick.getvalue() == "" and out.getvalue() == "numba: compiling\n"
 
 
 def test_stage_counts_a_new_stage_from_zero(monkeypatch):

@@ -1,5 +1,8 @@
 """Backend ``numba`` against independent oracles, and its threads and dtypes."""
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -745,3 +748,19 @@ def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch, shar
     for other in runs[1:]:
         np.testing.assert_array_equal(other.loss, runs[0].loss)
         np.testing.assert_array_equal(other.grad_logits, runs[0].grad_logits)
+
+
+def test_a_first_compile_is_said_while_it_runs_and_a_load_from_the_cache_is_not(tmp_path):
+    """The first float32 step of ``ctcbench.torch.ctc_loss`` with an empty numba cache compiles
+    its kernel (~20 s), and stderr says so while it does; the next process loads the kernel
+    from the cache and says nothing."""
+    step = ("import torch, ctcbench.torch as ct; x = torch.randn(20, 2, 5).log_softmax(2)"
+            ".requires_grad_(); ct.ctc_loss(x, torch.tensor([[1, 2], [3, 4]]), [20, 20], "
+            "[2, 2]).backward()")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    first, again = (subprocess.run([sys.executable, "-c", step], env=env, capture_output=True,
+                                   text=True, timeout=600) for _ in range(2))
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    assert ("numba: compiling the float64 kernel for float32 logits and a float32 gradient, "
+            "once" in first.stderr), first.stderr
+    assert "numba: compiling" not in again.stderr, again.stderr
