@@ -106,16 +106,25 @@ def _reference(prep: Prepared, ref) -> list | None:
     return prep.reference
 
 
-def known_reason(backend, case: str, dtype: str) -> str | None:
-    """Why ``backend`` is known to fail on (case, dtype): the known-issues table of the
-    library (built-in backends, by name), then the backend's own ``known_issues`` (plugins)."""
+def known_claim(backend, case: str, dtype: str) -> tuple[str, str, bool] | None:
+    """The first known issue claiming (case, dtype) for ``backend``, from the known-issues
+    table of the library (built-in backends, by name), then the backend's own
+    ``known_issues`` (plugins): ``(why, the entry as its globs, whether it names the case
+    itself rather than a pattern)``, or None."""
     issue = known_issue(backend.name, case, dtype)
     if issue is not None:
-        return issue.reason
+        return (issue.reason, f"cases {','.join(issue.cases)}, dtypes {','.join(issue.dtypes)}",
+                case in issue.cases)
     for pattern, why in backend.traits.known_issues.items():
         if fnmatch.fnmatchcase(f"{case}/{dtype}", pattern):
-            return why
+            return why, pattern, not any(c in pattern.rsplit("/", 1)[0] for c in "*?[")
     return None
+
+
+def known_reason(backend, case: str, dtype: str) -> str | None:
+    """Why ``backend`` is known to fail on (case, dtype) (:func:`known_claim`), or None."""
+    claim = known_claim(backend, case, dtype)
+    return None if claim is None else claim[0]
 
 
 def check(backend, prep: Prepared, ref) -> dict:

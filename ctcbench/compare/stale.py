@@ -3,7 +3,9 @@
 * Known issues that no longer reproduce: a row that passes although a known issue claims it
   (``cases/known_issues.toml``, a plugin's ``known_issues``, or ``--known-issues`` for a
   ``--function``). The gate does not fail on it (an upstream fix is good news), but it is
-  said, so a list of known failures cannot go stale silently.
+  said, so a list of known failures cannot go stale silently. An issue that claims its rows
+  by a pattern (``cases = ["*"]``: a precision bug that shows on some cases only) is said
+  once, when none of its rows fails; while one does, the bug is there.
 * Regressions: an atlas entry (``cases/atlas.toml``) that reproduces here although its
   ``fixed_in`` names a release of its framework at or below the installed one. A ``fixed_in``
   that is a PR or a commit names no release, so it cannot be compared: that is said, and
@@ -18,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ctcbench.caselib.known import known_issue, load_atlas, release_of
-from ctcbench.compare.checks import known_reason
+from ctcbench.compare.checks import known_claim
 from ctcbench.runtime.status import FAILING, Status
 
 # one framework, several wheels: a release of the first is a release of each
@@ -27,21 +29,33 @@ _SHOWS = (Status.KNOWN, *FAILING)  # rows on which a bug shows: failing, or fail
 
 
 def stale_known_issues(rows, backends, versions: dict) -> list[str]:
-    """One line per passing row a known issue claims, with the claim and the releases it
-    passed on. ``backends``: the loaded backends by name; ``versions``: backend ->
-    {distribution: version}."""
-    out = []
+    """One line per passing row a known issue claims by its name, with the claim and the
+    releases it passed on; one per issue claiming rows by a pattern, none of which fails.
+    ``backends``: the loaded backends by name; ``versions``: backend -> {distribution:
+    version}."""
+    passing: dict[tuple, list] = {}  # (backend, entry) -> [(row, why, names the case?)]
+    shown = set()  # (backend, entry) failing as known on some row
     for r in rows:
         backend = backends.get(r.get("backend"))
-        if r.get("status") != Status.OK or backend is None:
+        claim = None if backend is None else known_claim(backend, r["case"], r["dtype"])
+        if claim is None:
             continue
-        why = known_reason(backend, r["case"], r["dtype"])
-        if why is None:
-            continue
-        on = ", ".join(f"{d} {v}" for d, v in versions.get(r["backend"], {}).items()
-                       if d != "ctcbench")
-        out.append(f"{r['backend']}/{r['case']}/{r['dtype']}: listed as known ({why}) but "
-                   f"passes" + (f" on {on}" if on else ""))
+        why, entry, named = claim
+        if r.get("status") == Status.KNOWN:
+            shown.add((r["backend"], entry))
+        elif r.get("status") == Status.OK:
+            passing.setdefault((r["backend"], entry), []).append((r, why, named))
+    out = []
+    for (name, entry), found in passing.items():
+        on = ", ".join(f"{d} {v}" for d, v in versions.get(name, {}).items() if d != "ctcbench")
+        on = f" on {on}" if on else ""
+        out += [f"{name}/{r['case']}/{r['dtype']}: listed as known ({why}) but passes{on}"
+                for r, why, named in found if named]
+        by_pattern = [f"{r['case']}/{r['dtype']}" for r, _, named in found if not named]
+        if by_pattern and (name, entry) not in shown:
+            listed = ", ".join(by_pattern[:3]) + (", ..." if len(by_pattern) > 3 else "")
+            out.append(f"{name} ({entry}): listed as known ({found[0][1]}) but all "
+                       f"{len(by_pattern)} rows it claims pass{on}: {listed}")
     return out
 
 

@@ -77,3 +77,32 @@ def test_a_known_row_whose_atlas_entry_is_fixed_in_an_older_release_is_a_regress
                      f"{installed} (rows {row})",
                      f"{entry_id}-same: fixed in optax {installed} per {raw['url']}, reproduces "
                      f"on optax {installed} (rows {row})"]
+
+
+def test_an_issue_claiming_rows_by_a_pattern_is_said_once_and_only_when_none_fails(
+        tmp_path, monkeypatch):
+    """Known issues claiming every case by a pattern, as a precision bug that shows on some
+    cases only is listed: the planted-bug twin fails on the case with repeated labels and
+    passes on the one without, so its bug is there and nothing is said of its passing row;
+    the correct function passes both, and its issue is said once, not once a row."""
+    shutil.copy(IMPLEMENTATIONS / "numpy_ctc.py", tmp_path / "mine.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTCBENCH_THREADS", "1")
+    (tmp_path / "known.toml").write_text("format = 1\n" + "".join(
+        f'[[issue]]\nbackend = "mine:{fn}"\ncases = ["*"]\n'
+        f'dtypes = ["float64"]\nreason = "equal labels merge"\nseen_with = "mine 0.1"\n'
+        for fn in ("ctc_loss", "ctc_loss_skips_repeats")))
+    cases = ["repeat_perfect_vs_blank", "optax_one_to_one_alignment"]
+    result = compare(None, cases, ["float64"], out=tmp_path / "run",
+                     functions=["mine:ctc_loss", "mine:ctc_loss_skips_repeats"],
+                     convention="numpy", known_issues=tmp_path / "known.toml", progress=False,
+                     plot=False)
+    status = {(r["backend"], r["case"]): r["status"] for r in result.rows.to_dict("records")}
+    assert status == {("mine:ctc_loss", cases[0]): "ok", ("mine:ctc_loss", cases[1]): "ok",
+                      ("mine:ctc_loss_skips_repeats", cases[0]): "known",
+                      ("mine:ctc_loss_skips_repeats", cases[1]): "ok"}
+    stale = result.summary["stale_known"]
+    assert len(stale) == 1 and stale[0].startswith("mine:ctc_loss ("), stale
+    assert "listed as known (equal labels merge) but all 2 rows it claims pass" in stale[0]
+    assert all(f"{case}/float64" in stale[0] for case in cases)
+    assert not result.summary["failed"]
