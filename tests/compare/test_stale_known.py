@@ -22,18 +22,25 @@ IMPLEMENTATIONS = Path(__file__).parents[1] / "implementations"
 ATLAS = Path(__file__).resolve().parents[2] / "cases" / "atlas.toml"
 
 
-def test_a_passing_row_a_known_issue_claims_is_said_and_does_not_fail(tmp_path, monkeypatch):
+def compare_under_known_issues(tmp_path, monkeypatch, claimed: str, cases: list[str]):
+    """compare of a correct CTC function and its planted-bug twin (equal labels not merged)
+    on ``cases`` (float64), each under a known issue claiming the cases ``claimed``."""
     shutil.copy(IMPLEMENTATIONS / "numpy_ctc.py", tmp_path / "mine.py")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CTCBENCH_THREADS", "1")
     (tmp_path / "known.toml").write_text("format = 1\n" + "".join(
-        f'[[issue]]\nbackend = "mine:{fn}"\ncases = ["repeat_perfect_vs_blank"]\n'
+        f'[[issue]]\nbackend = "mine:{fn}"\ncases = ["{claimed}"]\n'
         f'dtypes = ["*"]\nreason = "equal labels merge"\nseen_with = "mine 0.1"\n'
         for fn in ("ctc_loss", "ctc_loss_skips_repeats")))
-    result = compare(None, ["repeat_perfect_vs_blank"], ["float64"], out=tmp_path / "run",
-                     functions=["mine:ctc_loss", "mine:ctc_loss_skips_repeats"],
-                     convention="numpy", known_issues=tmp_path / "known.toml", progress=False,
-                     plot=False)
+    return compare(None, cases, ["float64"], out=tmp_path / "run",
+                   functions=["mine:ctc_loss", "mine:ctc_loss_skips_repeats"],
+                   convention="numpy", known_issues=tmp_path / "known.toml", progress=False,
+                   plot=False)
+
+
+def test_a_passing_row_a_known_issue_claims_is_said_and_does_not_fail(tmp_path, monkeypatch):
+    result = compare_under_known_issues(tmp_path, monkeypatch, "repeat_perfect_vs_blank",
+                                        ["repeat_perfect_vs_blank"])
     status = {r["backend"]: r["status"] for r in result.rows.to_dict("records")}
     assert status == {"mine:ctc_loss": "ok", "mine:ctc_loss_skips_repeats": "known"}
     stale = result.summary["stale_known"]
@@ -85,18 +92,8 @@ def test_an_issue_claiming_rows_by_a_pattern_is_said_once_and_only_when_none_fai
     cases only is listed: the planted-bug twin fails on the case with repeated labels and
     passes on the one without, so its bug is there and nothing is said of its passing row;
     the correct function passes both, and its issue is said once, not once a row."""
-    shutil.copy(IMPLEMENTATIONS / "numpy_ctc.py", tmp_path / "mine.py")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CTCBENCH_THREADS", "1")
-    (tmp_path / "known.toml").write_text("format = 1\n" + "".join(
-        f'[[issue]]\nbackend = "mine:{fn}"\ncases = ["*"]\n'
-        f'dtypes = ["float64"]\nreason = "equal labels merge"\nseen_with = "mine 0.1"\n'
-        for fn in ("ctc_loss", "ctc_loss_skips_repeats")))
     cases = ["repeat_perfect_vs_blank", "optax_one_to_one_alignment"]
-    result = compare(None, cases, ["float64"], out=tmp_path / "run",
-                     functions=["mine:ctc_loss", "mine:ctc_loss_skips_repeats"],
-                     convention="numpy", known_issues=tmp_path / "known.toml", progress=False,
-                     plot=False)
+    result = compare_under_known_issues(tmp_path, monkeypatch, "*", cases)
     status = {(r["backend"], r["case"]): r["status"] for r in result.rows.to_dict("records")}
     assert status == {("mine:ctc_loss", cases[0]): "ok", ("mine:ctc_loss", cases[1]): "ok",
                       ("mine:ctc_loss_skips_repeats", cases[0]): "known",
