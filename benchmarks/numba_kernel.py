@@ -12,7 +12,8 @@ on preallocated outputs, so only the kernel is timed (no adapter, no allocation)
     python benchmarks/numba_kernel.py backends/numba_kernels.py --dtype float32 \
         --compute float64,float32   # float64 against float32 compute, float32 logits
     python benchmarks/numba_kernel.py backends/numba_kernels.py --logits peaked --repeat 5 \
-        --size 500,16,100,200 --size 8000,4,100,200 --size 40000,1,100,200   # a T sweep
+        --rounds 2 --size 500,16,100,200 --size 8000,4,100,200 --size 40000,1,100,200
+        # a T sweep: best of 10 a size (best of 3 is too few on a shared machine)
 
 First the CPU (``ctcbench.environment.cpu_line``): figures hold for that CPU only. Then per
 version and size: process CPU time per call (best and median of ``--repeat``, one thread:
