@@ -40,8 +40,9 @@ def random_problem(rng: np.random.Generator, *, T: int, N: int, C: int, L: int, 
 # The tests of the `long` marker besides the one marked at its definition: each took 4 s or
 # more (`pytest --durations=120` on the 2-core machine, 2026-12-02), or needs what no quick
 # test needs (numba's float32 compute: ~70 s of cold compile; its float64 kernel storing a
-# float32 gradient, ctcbench.torch's: ~15-24 s; the whole library's compare; a trained model). The README's test command leaves them out (pyproject's addopts:
-# -m 'not long'); CI runs them too (`pytest -m long`, .ci/run).
+# float32 gradient, ctcbench.torch's: ~15-24 s; the whole library's compare; a trained
+# model). The README's test command leaves them out (pyproject's addopts: -m 'not long');
+# CI runs them too (`pytest -m long`, .ci/run).
 # a project under test that tests/function/test_ci_recipes.py copies and runs, not our tests
 collect_ignore = ["function/scratch"]
 

@@ -294,11 +294,13 @@ def test_float32_compute_when_asked_and_it_says_so():
 def test_float32_tensors_get_the_float64_gradient_rounded_once():
     """float32 logits: the gradient numba's float64 compute stores in float32 is its float64
     gradient rounded once, bit for bit, on every path a sample can take (fast, the blocked
-    rescue, log space, infeasible, padded frames); raw logits as the leaf, so x.grad is the
-    loss's gradient itself. float16 gets it within float16 rounding."""
+    rescue, log space, infeasible, padded frames), and within float32 rounding of the NumPy
+    reference; raw logits as the leaf, so x.grad is the loss's gradient itself. float16 gets
+    the reference's within float16 rounding."""
     pytest.importorskip("numba")
     from ctcbench.core.problem import CTCProblem
     from ctcbench.backends.numba_ctc import NumbaBackend
+    from ctcbench.backends.numpy_ref import NumpyBackend
     rng = np.random.default_rng(47)
     T, N, C, L = 3000, 5, 10, 120
     z = rng.standard_normal((T, N, C)).astype(np.float32)  # sample 0 at T=3000: the rescue
@@ -311,17 +313,22 @@ def test_float32_tensors_get_the_float64_gradient_rounded_once():
     loss = ctorch.ctc_loss(x, torch.tensor(targets), torch.tensor(il), torch.tensor(tl),
                            reduction="sum", zero_infinity=True)
     loss.backward()
-    result = NumbaBackend().run(CTCProblem(z, targets, il, tl))
+    problem = CTCProblem(z, targets, il, tl)
+    result = NumbaBackend().run(problem)
     paths = " ".join(result.notes)
     assert "blocked" in paths and "log-space" in paths, paths
     want = result.grad_logits  # (T, N, C) float64, zero on padded frames
     want[:, 3] = 0.0  # zero_infinity
     assert x.grad.dtype == torch.float32
     np.testing.assert_array_equal(x.grad.numpy(), want.astype(np.float32))
+    ref = NumpyBackend().run(problem)  # the independent float64 reference
+    ref.grad_logits[:, 3] = 0.0
+    np.testing.assert_allclose(x.grad.numpy(), ref.grad_logits, rtol=0, atol=1e-7)
+    assert loss.item() == pytest.approx(ref.loss[np.isfinite(ref.loss)].sum(), rel=1e-6)
     half = torch.tensor(z[:200, 2:3], dtype=torch.float16, requires_grad=True)
     ctorch.ctc_loss(half, torch.tensor(targets[2:3]), torch.tensor([200]),
                     torch.tensor(tl[2:3]), reduction="sum").backward()
-    want = NumbaBackend().run(CTCProblem(half.detach().float().numpy(), targets[2:3], [200],
+    want = NumpyBackend().run(CTCProblem(half.detach().float().numpy(), targets[2:3], [200],
                                          tl[2:3])).grad_logits
     np.testing.assert_allclose(half.grad.float().numpy(), want, rtol=2e-3, atol=1e-7)
     with pytest.raises(ValueError, match="grad_dtype: expected None or 'float32'"):
