@@ -1,17 +1,17 @@
 """Time versions of the numba kernel against each other: the profiling loop behind docs/numba.md.
 
-Not a test: a benchmark script. Each version is a copy of ``backends/numba_kernels.py`` (for
+Not a test: a benchmark script. Each version is a copy of ``backends/numba/kernels.py`` (for
 instance an earlier commit's; since the split of 2026-12-01 it imports the rows and the rescue
-from the installed ``numba_rows`` and ``numba_rescue``, so to compare versions of those, time
+from the installed ``rows`` and ``rescue``, so to compare versions of those, time
 two checkouts); it is compiled afresh, into a temporary numba cache folder, and called
 on preallocated outputs, so only the kernel is timed (no adapter, no allocation).
 
-    git show HEAD~1:backends/numba_kernels.py > /tmp/before.py
-    python benchmarks/numba_kernel.py /tmp/before.py backends/numba_kernels.py --rounds 2
-    python benchmarks/numba_kernel.py backends/numba_kernels.py --threads 1,2 --repeat 11
-    python benchmarks/numba_kernel.py backends/numba_kernels.py --dtype float32 \
+    git show HEAD~1:backends/numba/kernels.py > /tmp/before.py
+    python benchmarks/numba_kernel.py /tmp/before.py backends/numba/kernels.py --rounds 2
+    python benchmarks/numba_kernel.py backends/numba/kernels.py --threads 1,2 --repeat 11
+    python benchmarks/numba_kernel.py backends/numba/kernels.py --dtype float32 \
         --compute float64,float32   # float64 against float32 compute, float32 logits
-    python benchmarks/numba_kernel.py backends/numba_kernels.py --logits peaked --repeat 5 \
+    python benchmarks/numba_kernel.py backends/numba/kernels.py --logits peaked --repeat 5 \
         --rounds 2 --size 500,16,100,200 --size 8000,4,100,200 --size 40000,1,100,200
         # a T sweep: best of 10 a size (best of 3 is too few on a shared machine)
 
@@ -23,7 +23,7 @@ each version's slowest size against its fastest (the T sweeps' flatness); with
 ``--threads 1,2`` also the wall time per thread count, the counts alternating call by
 call, and the median of the per-call speed-up over one thread.
 Random targets and logits (seed 0; ``--logits peaked`` for a trained model's), every sample T
-frames and L labels. Samples per path, by ``numba_kernels``' codes: FAST, BLOCKED, LOG_SPACE,
+frames and L labels. Samples per path, by ``kernels``' codes: FAST, BLOCKED, LOG_SPACE,
 FAST64.
 """
 from __future__ import annotations
@@ -54,12 +54,12 @@ def load_module(path: str) -> dict:
 
 def load_kernel(path: str, compute: str = "float64"):
     """The kernel of ``path`` for the ``compute`` dtype, as a function of ``(call, threads)``
-    that runs it as the adapter does: ``numba_ctc.launch`` (a serial kernel, given the
+    that runs it as the adapter does: ``backend.launch`` (a serial kernel, given the
     samples), or for a ``prange`` kernel (before 2026-12-03, no ``samples`` argument)
     numba's threads."""
     import numba
 
-    from ctcbench.backends.numba_ctc import launch
+    from ctcbench.backends.numba.backend import launch
 
     namespace = load_module(path)
     kernel = namespace["ctc_batch"]
@@ -119,14 +119,14 @@ def main() -> None:
     args = parser.parse_args()
     print(cpu_line(cpu_description()), flush=True)  # figures hold for this CPU only
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
-    # Functions the versions import (numba_math) compiled from these exec'd modules must not
+    # Functions the versions import (primitives) compiled from these exec'd modules must not
     # go into the project's disk cache: numba could not load those entries back.
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-kernel-bench-")
     import numba
 
     numba.set_parallel_chunksize(args.chunksize)
     if args.flush_subnormals:
-        from ctcbench.backends.numba_math import (FLUSH_SUBNORMALS, fp_control,
+        from ctcbench.backends.numba.primitives import (FLUSH_SUBNORMALS, fp_control,
                                                   restore_fp_control)
         restore_fp_control(fp_control() | FLUSH_SUBNORMALS)
     threads = [int(x) for x in args.threads.split(",")]

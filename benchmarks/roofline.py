@@ -2,15 +2,15 @@
 machine, and the cost of a DP cell if the kernel were only those parts.
 
 Not a test: a benchmark script. One thread, process CPU time, best of ``--repeat``; every loop
-is compiled before it is timed, with the kernel's flags (``numba_rows.JIT``, without the disk
+is compiled before it is timed, with the kernel's flags (``rows.JIT``, without the disk
 cache). The CPU line comes first: these figures hold for that CPU only.
 
     python benchmarks/roofline.py                        # T,N,C,L = 1000,32,100,200
     python benchmarks/roofline.py --size 200,16,50,40 --repeat 11
     python benchmarks/roofline.py --kernel               # and the kernel itself against it
 
-Parts: ns per element of ``numba_math.exp_nonpositive`` over C (and 1000) non-positive floats
-in L1; ns per frame of ``numba_rows.softmax_frame_at`` of one (C,) frame (its gather included)
+Parts: ns per element of ``primitives.exp_nonpositive`` over C (and 1000) non-positive floats
+in L1; ns per frame of ``rows.softmax_frame_at`` of one (C,) frame (its gather included)
 and of the backward pass's gather and scatter of a frame; GB/s of ``b[i] = a[i] * k`` (bytes
 read + written) and of a sum (bytes read) over buffers in L2, past L2 (16 MiB) and larger
 (256 MiB); ns per cell of ``forward_row`` and ``backward_row`` in L1
@@ -21,7 +21,7 @@ scatter) / S + the forward table's traffic (a frame's row, (2L + 3) 8 bytes, wri
 read once: a copy's rate where the table fits, L2, L3 or memory) + the logits read and the
 gradient written (C 8 bytes each a frame, at the rate where T N C 8 bytes fit). A table past
 ``WHOLE_TABLE_BYTES`` is kept one segment at a time and its rows recomputed once
-(``numba_rows.segment_frames``): charged as such. ``--kernel`` times ``ctc_batch`` at that size
+(``rows.segment_frames``): charged as such. ``--kernel`` times ``ctc_batch`` at that size
 (random and peaked logits; the estimate is the fast path's, so the samples' paths are shown).
 """
 from __future__ import annotations
@@ -71,8 +71,8 @@ def loops():
     cache folder)."""
     from numba import njit
 
-    from ctcbench.backends.numba_math import exp_nonpositive
-    from ctcbench.backends.numba_rows import (JIT, gather_emissions_at, gradient_frame,
+    from ctcbench.backends.numba.primitives import exp_nonpositive
+    from ctcbench.backends.numba.rows import (JIT, gather_emissions_at, gradient_frame,
                                               softmax_frame_at)
     jit = njit(**{**JIT, "cache": False})
     # the parts called as the kernel calls them (the *_at functions, on (1, 1, C) rows)
@@ -119,14 +119,14 @@ def main() -> None:
     parser.add_argument("--size", default="1000,32,100,200", help="T,N,C,L of the estimate")
     parser.add_argument("--repeat", type=int, default=7, help="timed calls per part (best)")
     parser.add_argument("--kernel", action="store_true",
-                        help="also time backends/numba_kernels.py at that size")
+                        help="also time backends/numba/kernels.py at that size")
     args = parser.parse_args()
     T, N, C, L = (int(v) for v in args.size.split(","))
     cpu = cpu_description()
     print(cpu_line(cpu), flush=True)
     # as benchmarks/numba_kernel.py: nothing compiled here goes into the project's disk cache
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-roofline-")
-    from ctcbench.backends.numba_rows import segment_frames
+    from ctcbench.backends.numba.rows import segment_frames
     from row_functions import best_time, parts
     exp_loop, softmax_loop, gather_scatter, scale, total = loops()
     best = lambda call: best_time(call, args.repeat)
@@ -179,7 +179,7 @@ def main() -> None:
     if args.kernel:
         from numba_kernel import load_kernel, problem
         kernel = load_kernel(str(Path(__file__).resolve().parents[1] / "backends"
-                                 / "numba_kernels.py"))
+                                 / "numba" / "kernels.py"))
         for logits in ("random", "peaked"):
             call = problem(T, N, C, L, logits_kind=logits)
             t = best(lambda: kernel(call, 1)) / (T * N * (2 * L + 1)) * 1e9

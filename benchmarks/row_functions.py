@@ -2,7 +2,7 @@
 
 Not a test: a benchmark script, behind the figures of docs/numba.md's "Known limits" (why
 float32 rows are not faster at small ``L``, and what a frame's softmax costs). Each part of
-``ctcbench.backends.numba_rows`` is called ``--frames`` times in a compiled loop, on rows scaled
+``ctcbench.backends.numba.rows`` is called ``--frames`` times in a compiled loop, on rows scaled
 as in the kernel (by one over the previous row's sum) and started afresh every ``RESTART``
 frames, so that no entry decays into subnormals (emissions in [0.3, 1]: 0.3^64 = 3e-34 stays
 above float32's smallest normal). One thread; process CPU time, best of ``--repeat``; float64 and
@@ -25,8 +25,8 @@ import time
 import numpy as np
 from numba import njit
 
-from ctcbench.backends.numba_math import exp_nonpositive
-from ctcbench.backends.numba_rows import (FASTMATH, MERGE_MIN_L, backward_row_at,
+from ctcbench.backends.numba.primitives import exp_nonpositive
+from ctcbench.backends.numba.rows import (FASTMATH, MERGE_MIN_L, backward_row_at,
                                           backward_row_split_at, forward_row_at,
                                           forward_row_split_at, gather_emissions_at,
                                           row_max, softmax_frame_at)

@@ -43,7 +43,7 @@ def main() -> None:
     import ctcbench.torch as ct
     from numba_kernel import problem  # this folder's kernel benchmark: the same problems
     from ctcbench import CTCProblem
-    from ctcbench.backends.numba_ctc import NumbaBackend
+    from ctcbench.backends.numba.backend import NumbaBackend
 
     torch.set_num_threads(1)
     T, N, C, L = (int(x) for x in args.size.split(","))

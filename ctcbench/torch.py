@@ -120,7 +120,7 @@ def _run(backend: LoadedBackend, problem: CTCProblem, w: np.ndarray, dtype: torc
     between, and no contract copy: the cast alone was 0.5 ms of an 11 ms step,
     docs/torch-loss.md); it writes a fresh array each call, which torch then holds without a
     copy."""
-    from ctcbench.backends.numba_ctc import NumbaBackend
+    from ctcbench.backends.numba.backend import NumbaBackend
     if isinstance(backend.impl, NumbaBackend) and not backend.isolated:
         raw = backend.impl.run(problem, grad_weights=w,
                                grad_dtype=None if dtype == torch.float64 else "float32")
@@ -226,7 +226,7 @@ def _with_compute_dtype(loaded: LoadedBackend, compute_dtype) -> LoadedBackend:
     once per dtype); a ValueError for another backend or dtype."""
     if compute_dtype is None:
         return loaded
-    from ctcbench.backends.numba_ctc import COMPUTE_DTYPES, NumbaBackend
+    from ctcbench.backends.numba.backend import COMPUTE_DTYPES, NumbaBackend
     if compute_dtype not in COMPUTE_DTYPES:
         raise ValueError(f"compute_dtype: expected None or one of {', '.join(COMPUTE_DTYPES)}, "
                          f"got {compute_dtype!r}")

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ctcbench.backends.numba_ctc import NumbaBackend
+from ctcbench.backends.numba.backend import NumbaBackend
 from ctcbench.runtime.protocol import UnsupportedProblem
 
 

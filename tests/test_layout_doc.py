@@ -24,7 +24,7 @@ def entries() -> dict[str, str]:
 
 def modules_named(path: str, text: str, have: set[str]) -> set[str]:
     """Module names an entry gives: ``name.py`` words; in backends/, the bare adapter names."""
-    if path == "backends/":
+    if path.startswith("backends/"):
         return {w for w in re.findall(r"\b([a-z_0-9]+)\b", text) if w in have}
     return set(re.findall(r"\b([a-z_0-9]+)\.py\b", text))
 
@@ -38,7 +38,8 @@ def test_every_module_is_on_the_map_and_every_one_named_exists():
         missing += [f"{folder}{m}.py" for m in sorted(have - named)]
         unknown += [f"{folder}{n}.py" for n in sorted(named - have)]
     subpackages = {p.parent.relative_to(ROOT).as_posix() + "/"
-                   for p in (ROOT / "ctcbench").glob("*/__init__.py")} - {"ctcbench/cases/"}
+                   for top in ("ctcbench", "backends")
+                   for p in (ROOT / top).glob("*/__init__.py")} - {"ctcbench/cases/"}
     assert subpackages <= set(folders), sorted(subpackages - set(folders))
     block = " ".join(f"{k} {v}" for k, v in entries().items())
     missing += [f"ctcbench/{p.name}" for p in sorted((ROOT / "ctcbench").glob("*.py"))

@@ -263,6 +263,7 @@ def test_default_backend_is_resolved_once_per_registry_state(register_backends, 
     assert ctorch.resolve_backend(None).name == "numpy"
 
 
+@pytest.mark.long
 def test_float32_compute_when_asked_and_it_says_so():
     """compute_dtype="float32" (numba's opt-in float32 compute) on float32 input: torch's loss
     and gradient within float32 round-off; the loss says what it was computed in; the default
@@ -291,6 +292,7 @@ def test_float32_compute_when_asked_and_it_says_so():
         ctorch.ctc_loss(z.log_softmax(-1), targets, il, tl, compute_dtype="half")
 
 
+@pytest.mark.long
 def test_float32_tensors_get_the_float64_gradient_rounded_once():
     """float32 logits: the gradient numba's float64 compute stores in float32 is its float64
     gradient rounded once, bit for bit, on every path a sample can take (fast, the blocked
@@ -299,7 +301,7 @@ def test_float32_tensors_get_the_float64_gradient_rounded_once():
     the reference's within float16 rounding."""
     pytest.importorskip("numba")
     from ctcbench.core.problem import CTCProblem
-    from ctcbench.backends.numba_ctc import NumbaBackend
+    from ctcbench.backends.numba.backend import NumbaBackend
     from ctcbench.backends.numpy_ref import NumpyBackend
     rng = np.random.default_rng(47)
     T, N, C, L = 3000, 5, 10, 120

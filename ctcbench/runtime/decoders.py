@@ -29,23 +29,23 @@ from ctcbench.runtime.protocol import BackendUnavailable
 
 # name -> "module:attr", built-ins and third parties alike; nothing is imported until asked for
 BUILTIN_DECODERS: dict[str, str] = {
-    "greedy": "ctcbench.backends.decoders:GreedyDecoder",
-    "beam": "ctcbench.backends.decoders:PrefixBeamDecoder",  # float64 prefix beam search
-    "viterbi": "ctcbench.backends.decoders:ViterbiAligner",  # forced alignment, exact
-    "tf-greedy": "ctcbench.backends.decode_tf:TFGreedyDecoder",  # tf.nn.ctc_greedy_decoder
-    "tf-beam": "ctcbench.backends.decode_tf:TFBeamDecoder",  # tf.nn.ctc_beam_search_decoder
-    "tf-beam-v1": "ctcbench.backends.decode_tf:TFBeamV1Decoder",  # merge_repeated=True
-    "keras-jax-greedy": "ctcbench.backends.decode_keras:KerasJaxGreedy",
-    "keras-jax-beam": "ctcbench.backends.decode_keras:KerasJaxBeam",
-    "keras-tf-greedy": "ctcbench.backends.decode_keras:KerasTFGreedy",
-    "keras-tf-beam": "ctcbench.backends.decode_keras:KerasTFBeam",
-    "keras-torch-greedy": "ctcbench.backends.decode_keras:KerasTorchGreedy",
-    "keras-torch-beam": "ctcbench.backends.decode_keras:KerasTorchBeam",
-    "fast-ctc-beam": "ctcbench.backends.decode_fastctc:FastCTCBeamDecoder",
-    "fast-ctc-viterbi": "ctcbench.backends.decode_fastctc:FastCTCViterbiDecoder",
-    "flashlight": "ctcbench.backends.decode_flashlight:FlashlightDecoder",  # log_add=False
-    "flashlight-logadd": "ctcbench.backends.decode_flashlight:FlashlightLogAddDecoder",
-    "ctc-segmentation": "ctcbench.backends.align_ctcseg:CTCSegmentationAligner",
+    "greedy": "ctcbench.backends.decoders.own:GreedyDecoder",
+    "beam": "ctcbench.backends.decoders.own:PrefixBeamDecoder",  # float64 prefix beam search
+    "viterbi": "ctcbench.backends.decoders.own:ViterbiAligner",  # forced alignment, exact
+    "tf-greedy": "ctcbench.backends.decoders.tf:TFGreedyDecoder",  # tf.nn.ctc_greedy_decoder
+    "tf-beam": "ctcbench.backends.decoders.tf:TFBeamDecoder",  # tf.nn.ctc_beam_search_decoder
+    "tf-beam-v1": "ctcbench.backends.decoders.tf:TFBeamV1Decoder",  # merge_repeated=True
+    "keras-jax-greedy": "ctcbench.backends.decoders.keras:KerasJaxGreedy",
+    "keras-jax-beam": "ctcbench.backends.decoders.keras:KerasJaxBeam",
+    "keras-tf-greedy": "ctcbench.backends.decoders.keras:KerasTFGreedy",
+    "keras-tf-beam": "ctcbench.backends.decoders.keras:KerasTFBeam",
+    "keras-torch-greedy": "ctcbench.backends.decoders.keras:KerasTorchGreedy",
+    "keras-torch-beam": "ctcbench.backends.decoders.keras:KerasTorchBeam",
+    "fast-ctc-beam": "ctcbench.backends.decoders.fastctc:FastCTCBeamDecoder",
+    "fast-ctc-viterbi": "ctcbench.backends.decoders.fastctc:FastCTCViterbiDecoder",
+    "flashlight": "ctcbench.backends.decoders.flashlight:FlashlightDecoder",  # log_add=False
+    "flashlight-logadd": "ctcbench.backends.decoders.flashlight:FlashlightLogAddDecoder",
+    "ctc-segmentation": "ctcbench.backends.decoders.ctcseg:CTCSegmentationAligner",
 }
 OWN_DECODERS = ("greedy", "beam", "viterbi")  # ctcbench's own: compare checks them by default
 REFERENCE_DECODER = "beam"  # exact at a beam of prefix_count(T, C)

@@ -3,7 +3,7 @@ and a worker process (rebuilding the backend there) share.
 
 A table entry is a ``"module:attr"`` string, an entry point, or the class or zero-argument
 function itself, or a ``functools.partial`` of one with JSON keyword arguments (a user's CTC
-function: ``backends/function.py``); a worker process gets the ``"module:attr"`` form only,
+function: ``ctcbench/runtime/function_backend.py``); a worker process gets the ``"module:attr"`` form only,
 followed by ``" {json keyword arguments}"`` for a partial.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The function's module is imported in its worker process only; the current folder is put on
 the path first, as ``python -m`` and uvicorn do, so a module beside the user is found. The
-worker imports it, reads its convention and probes it (``backends/function.py``); whatever
+worker imports it, reads its convention and probes it (``ctcbench/runtime/function_backend.py``); whatever
 is wrong comes back here as one error naming ``--function`` (or ``--convention``,
 ``--device``) before any case runs.
 """
@@ -20,8 +20,8 @@ from ctcbench.errors import InputError, expect, fail, one_of
 from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, UnsupportedProblem
 from ctcbench.runtime.registry import get_backend, register_backend
 
-FACTORY = "ctcbench.backends.function:FunctionBackend"
-CONVENTIONS = ("torch", "optax", "keras", "numpy")  # backends/function.py: CONVENTIONS
+FACTORY = "ctcbench.runtime.function_backend:FunctionBackend"
+CONVENTIONS = ("torch", "optax", "keras", "numpy")  # ctcbench/runtime/function_backend.py: CONVENTIONS
 DEVICES = ("cpu", "cuda")
 TARGET = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 

@@ -40,11 +40,11 @@ ENTRY_POINT_GROUP = "ctcbench.backends"
 # path as plugins; entry points are merged in by _base_table().
 BUILTIN_BACKENDS: dict[str, str] = {
     "numpy": "ctcbench.backends.numpy_ref:NumpyBackend",
-    "numba": "ctcbench.backends.numba_ctc:NumbaBackend",
+    "numba": "ctcbench.backends.numba.backend:NumbaBackend",
     "torch": "ctcbench.backends.torch_native:TorchBackend",
     "torch-cuda": "ctcbench.backends.torch_native:TorchCudaBackend",
     "torch-cudnn": "ctcbench.backends.torch_native:TorchCudnnBackend",
-    "numba-cuda": "ctcbench.backends.numba_cuda:NumbaCudaBackend",  # our own CUDA kernel
+    "numba-cuda": "ctcbench.backends.numba.cuda:NumbaCudaBackend",  # our own CUDA kernel
     # Third-party frameworks, each isolated in its own worker process (ctcbench.runtime.worker).
     "optax": "ctcbench.backends.optax_ctc:OptaxBackend",
     "tf": "ctcbench.backends.tf_ctc:TFBackend",

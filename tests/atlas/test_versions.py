@@ -23,6 +23,7 @@ def test_a_bad_versions_spec_is_one_line_before_any_work(tmp_path, spec, message
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.long
 def test_an_older_optax_runs_the_optax_entries_and_a_missing_one_is_said(tmp_path):
     pytest.importorskip("optax", reason="needs optax: pip install 'ctcbench[jax]'")
     said = []
@@ -40,6 +41,7 @@ def test_an_older_optax_runs_the_optax_entries_and_a_missing_one_is_said(tmp_pat
     assert any("(cached)" in line for line in said) and again["versions"]["0.2.5"] == ran
 
 
+@pytest.mark.long
 def test_the_release_matrix_is_on_the_page(tmp_path):
     """A run with --versions: versions.json in the folder and its table on report.html."""
     pytest.importorskip("optax", reason="needs optax: pip install 'ctcbench[jax]'")

@@ -153,7 +153,7 @@ def test_grad_weights_scale_each_sample(numba_backend):
 def shared_batches(monkeypatch):
     """Every batch shared by the threads asked for, however small (``launch`` runs a small one
     on fewer threads, since waking a thread costs more than it saves)."""
-    from ctcbench.backends import numba_ctc
+    from ctcbench.backends.numba import backend as numba_ctc
     monkeypatch.setattr(numba_ctc, "CELLS_PER_THREAD", 0)
 
 
@@ -161,7 +161,7 @@ def test_a_small_batch_runs_on_one_thread_and_says_so(numba_backend, monkeypatch
     """A batch of fewer DP cells than ``CELLS_PER_THREAD`` a thread runs on one: ``threads``
     says what was used, not what was asked; a large one gets both threads."""
     import numba
-    from ctcbench.backends.numba_ctc import CELLS_PER_THREAD
+    from ctcbench.backends.numba.backend import CELLS_PER_THREAD
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs two numba threads: a machine with 2+ cores, or NUMBA_NUM_THREADS=2")
     monkeypatch.setenv(THREADS_ENV, "2")
@@ -190,13 +190,14 @@ def test_one_and_two_threads_give_identical_results(numba_backend, monkeypatch, 
     np.testing.assert_array_equal(one.grad_logits, two.grad_logits)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("compute", ["float64", "float32"])
 def test_one_and_two_threads_give_the_same_bits_in_either_compute(compute, monkeypatch,
                                                                    shared_batches):
     """float32 logits, either compute, peaked and random samples (float32 rows and the
     float64 paths), weighted, padded: 1 and 2 threads give the same bits."""
     import numba
-    from ctcbench.backends.numba_ctc import NumbaBackend
+    from ctcbench.backends.numba.backend import NumbaBackend
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs two numba threads: a machine with 2+ cores, or NUMBA_NUM_THREADS=2")
     rng = np.random.default_rng(29)
@@ -255,7 +256,7 @@ def test_peaked_samples_with_subnormal_states_stay_exact(numba_backend):
 
 def _flush_state():
     """This thread's MXCSR flush bits, and a division done now whose result is subnormal."""
-    from ctcbench.backends.numba_math import FLUSH_SUBNORMALS, fp_control
+    from ctcbench.backends.numba.primitives import FLUSH_SUBNORMALS, fp_control
     x = np.float64(1e-308)  # a runtime value: the division below is not folded at compile time
     return fp_control() & FLUSH_SUBNORMALS, float(x / 1e3)
 
@@ -264,7 +265,7 @@ def test_the_threads_keep_their_subnormals_after_a_call(numba_backend, monkeypat
     """Subnormals are flushed inside the kernel only: after a two-thread call, the caller's
     thread and the pool's have their flush bits clear, and 1e-308 / 1e3 divided there is a
     subnormal, not 0."""
-    from ctcbench.backends.numba_ctc import _helper_pool
+    from ctcbench.backends.numba.backend import _helper_pool
     rng = np.random.default_rng(8)
     logits, targets = _peaked(rng, 2000, 4, 12, 60)
     monkeypatch.setenv(THREADS_ENV, "2")
@@ -282,8 +283,8 @@ def test_a_kernel_that_raises_leaves_the_control_register_as_it_was():
     would): launch puts the caller's register back as it was, a flush bit the caller had set
     itself included."""
     import numba
-    from ctcbench.backends.numba_ctc import launch
-    from ctcbench.backends.numba_math import (FLUSH_SUBNORMALS, fp_control, get_fp_control,
+    from ctcbench.backends.numba.backend import launch
+    from ctcbench.backends.numba.primitives import (FLUSH_SUBNORMALS, fp_control, get_fp_control,
                                               restore_fp_control, set_fp_control)
 
     @numba.njit
@@ -347,16 +348,16 @@ def test_long_samples_are_checkpointed_and_match_closed_forms(numba_backend):
     """Past WHOLE_TABLE_BYTES the forward rows are recomputed segment by segment: uniform
     logits at T=60000 give the closed-form loss; a single-alignment sample (T = L, noisy
     logits favouring the path, upstream weight 0.5) the path's loss and w (softmax - one_hot)."""
-    from ctcbench.backends import numba_kernels
+    from ctcbench.backends.numba import rows
     T, C, L = 60000, 30, 40
-    assert numba_kernels.segment_frames(T, L) < T
+    assert rows.segment_frames(T, L) < T
     target = [1 + j % (C - 1) for j in range(L)]
     result = numba_backend.run(CTCProblem(np.zeros((T, 1, C)), [target], [T], [L]))
     assert not result.raw.log_space[0]
     assert result.loss[0] == pytest.approx(oracles.uniform_loss(T, C, target), rel=1e-12)
 
     T = L = 1500
-    assert numba_kernels.segment_frames(T, L) < T
+    assert rows.segment_frames(T, L) < T
     logits = np.random.default_rng(8).normal(size=(T, 1, 7))
     path = [1 + j % 6 for j in range(L)]  # no adjacent repeats: the only alignment
     logits[np.arange(T), 0, path] += 6.0  # as a trained model would: else dead-end states
@@ -371,9 +372,9 @@ def test_long_samples_are_checkpointed_and_match_closed_forms(numba_backend):
 def test_long_log_space_sample_is_checkpointed_and_exact(numba_backend):
     """A long sample that needs log space takes its checkpointed recursion: the single-path
     closed form, next to a sample that stays in probability space."""
-    from ctcbench.backends import numba_kernels
+    from ctcbench.backends.numba import rows
     T = L = 2400
-    assert numba_kernels.segment_frames(T, L) < T
+    assert rows.segment_frames(T, L) < T
     path = [1 + j % 2 for j in range(L)]
     logits = np.zeros((T, 2, 3))
     logits[:, 0, 0] = 900.0  # blank wins by e^900: p(label) ~ 1e-391 underflows in float64
@@ -390,7 +391,7 @@ def test_long_log_space_sample_is_checkpointed_and_exact(numba_backend):
 def test_problem_beyond_free_memory_is_refused_before_any_work(numba_backend, monkeypatch):
     """With less memory free than the estimate (the (T, N, C) logits copy and gradient, one
     sample's tables per thread), one ValueError naming the estimate and the sizes."""
-    from ctcbench.backends import numba_ctc
+    from ctcbench.backends.numba import backend as numba_ctc
     from ctcbench.core import memory
     T, N, C, L = 100000, 4, 30, 500
     need = numba_ctc.estimate_bytes(T, N, C, L, threads=1)
@@ -410,7 +411,7 @@ def test_polynomial_exp_and_log_are_within_2_ulp_of_numpy():
     vectorise, against NumPy's libm-backed ones on random and edge arguments."""
     from numba import njit
 
-    from ctcbench.backends import numba_math as k
+    from ctcbench.backends.numba import primitives as k
 
     @njit
     def apply(which, x, out):
@@ -470,6 +471,7 @@ def _long_double_ctc(x, target, blank=0):
     return -np.logaddexp(la[T - 1, -1], la[T - 1, -2]), grad
 
 
+@pytest.mark.long
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
 def test_long_random_sample_keeps_its_precision(numba_backend):
     """Random logits at T=59999 fail the fast path's guards; the blocked rescue takes them
@@ -512,6 +514,7 @@ def test_blocked_rescue_matches_long_double_oracle(numba_backend):
         assert not result.grad_logits[T_n:, n].any()
 
 
+@pytest.mark.long
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
 @pytest.mark.parametrize("T, C, L", [(16000, 100, 200), (6000, 100, 1000)])
 def test_random_logits_at_long_T_stay_in_probability_space(numba_backend, T, C, L):
@@ -536,7 +539,7 @@ def test_blocked_rescue_by_itself_matches_reference(seed):
     problems: targets shorter and longer than a block (16 pairs), at and around block
     edges, repeats, input lengths down to the tightest fit, peaked and flat logits; against
     the float64 NumPy reference, 1e-10; a guard that declines (NaN) fails too."""
-    from ctcbench.backends import numba_kernels
+    from ctcbench.backends.numba import blocks
     from ctcbench.backends.numpy_ref import NumpyBackend
     rng = np.random.default_rng(900 + seed)
     L = int(rng.choice([1, 2, 15, 16, 17, 31, 32, 33, 47, 64, int(rng.integers(1, 90))]))
@@ -550,24 +553,25 @@ def test_blocked_rescue_by_itself_matches_reference(seed):
     skip = np.zeros(L + 1)
     skip[1:L] = target[1:] != target[:-1]
     grad = np.empty((T, 1, C))
-    loss = numba_kernels.sample_blocked(logits, grad, 0, 0, target, T, L, 0, 1.0, skip)
+    loss = blocks.sample_blocked(logits, grad, 0, 0, target, T, L, 0, 1.0, skip)
     want = NumpyBackend().run(CTCProblem(logits, target[None], [T], [L]))
     assert loss == pytest.approx(want.loss[0], rel=1e-10, abs=1e-10)
     np.testing.assert_allclose(grad[:, 0], want.grad_logits[:, 0], rtol=0, atol=1e-10)
 
 
+@pytest.mark.long
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs an 80-bit long double as the oracle (x86-64 Linux)")
 def test_log_space_path_keeps_its_precision_at_long_T():
     """The log-space path by itself (the rescue takes random logits now, so called directly)
     at T=59999: its rows are shifted back to 0 each frame, else they grow to ~1e5 and round
     the gradient 1.2e-10 off; within 1e-11 of the 80-bit oracle."""
-    from ctcbench.backends import numba_kernels
+    from ctcbench.backends.numba import rescue
     rng = np.random.default_rng(1)
     T, C, L = 59999, 5, 39
     logits = rng.normal(size=(T, 1, C))
     target = rng.integers(1, C, size=L).astype(np.int64)
     grad = np.empty((T, 1, C))
-    loss = numba_kernels.sample_log_space(logits, grad, 0, 0, target, T, L, 0, 1.0)
+    loss = rescue.sample_log_space(logits, grad, 0, 0, target, T, L, 0, 1.0)
     want_loss, want_grad = _long_double_ctc(logits[:, 0], list(target))
     assert loss == pytest.approx(float(want_loss), rel=1e-13)
     np.testing.assert_allclose(grad[:, 0], want_grad.astype(np.float64), rtol=0, atol=1e-11)
@@ -604,7 +608,7 @@ def test_results_do_not_depend_on_thread_count_or_allocator_state(numba_backend,
 # -- the opt-in float32 compute --------------------------------------------------------------
 @pytest.fixture(scope="module")
 def numba_float32():
-    from ctcbench.backends.numba_ctc import NumbaBackend
+    from ctcbench.backends.numba.backend import NumbaBackend
     from ctcbench.runtime.protocol import BackendTraits
     from ctcbench.runtime.registry import LoadedBackend
     impl = NumbaBackend(compute_dtype="float32")
@@ -624,12 +628,13 @@ def _within_float32_bound(problem, result, want_loss, want_grad, where=""):
 
 
 def test_compute_dtype_is_checked_and_float64_by_default(numba_backend):
-    from ctcbench.backends.numba_ctc import NumbaBackend
+    from ctcbench.backends.numba.backend import NumbaBackend
     with pytest.raises(ValueError, match="compute_dtype: expected one of float64, float32"):
         NumbaBackend(compute_dtype="float16")
     assert numba_backend.impl.compute_dtype == "float64"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", range(6))
 def test_float32_compute_matches_brute_force_within_the_float32_bound(numba_float32, seed):
     """Random small problems (blank anywhere, repeats, padding, infeasible targets) against
@@ -646,6 +651,7 @@ def test_float32_compute_matches_brute_force_within_the_float32_bound(numba_floa
     _within_float32_bound(problem, result, want_loss, want_grad)
 
 
+@pytest.mark.long
 def test_float32_compute_on_the_case_library(numba_float32):
     """Every float32 problem of the case library within the float32 bound of the float64
     reference."""
@@ -676,11 +682,12 @@ def _peaked(rng, T, N, C, L):
     return logits.astype(np.float32), targets
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("T, L", [(300, 40), (21000, 200)])
 def test_float32_rows_on_peaked_samples(numba_float32, T, L):
     """Peaked samples stay in float32 rows, checkpointed past WHOLE_TABLE_BYTES (T=21000
     L=200 is 34 MB of float32 rows), within the float32 bound of the reference."""
-    from ctcbench.backends.numba_kernels import WHOLE_TABLE_BYTES, segment_frames
+    from ctcbench.backends.numba.rows import WHOLE_TABLE_BYTES, segment_frames
     rng = np.random.default_rng(T)
     N = 3 if T < 1000 else 1
     logits, targets = _peaked(rng, T, N, 12, L)
@@ -694,6 +701,7 @@ def test_float32_rows_on_peaked_samples(numba_float32, T, L):
     _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
 
 
+@pytest.mark.long
 def test_near_certain_samples_stay_in_float32_rows(numba_float32):
     """Short, near-certain samples: float32 rows may round their loss a little below 0, and
     such a sample is still a float32 answer (not handed to float64)."""
@@ -712,6 +720,7 @@ def test_near_certain_samples_stay_in_float32_rows(numba_float32):
     _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
 
 
+@pytest.mark.long
 def test_float32_compute_says_which_samples_it_computed_in_float64(numba_float32):
     """A batch of a peaked sample (float32 rows hold it) and a long random one (they do not):
     each within the float32 bound, and the result says 1 of 2 in float64."""
@@ -727,6 +736,7 @@ def test_float32_compute_says_which_samples_it_computed_in_float64(numba_float32
     _within_float32_bound(problem, result, ref.loss, ref.grad_logits)
 
 
+@pytest.mark.long
 def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch, shared_batches):
     """Long random samples do not fit float32 rows (their normalised forward and backward rows
     stop overlapping within float32's range) and are handed to the float64 paths: within the
@@ -750,6 +760,7 @@ def test_float32_compute_on_long_random_samples(numba_float32, monkeypatch, shar
         np.testing.assert_array_equal(other.grad_logits, runs[0].grad_logits)
 
 
+@pytest.mark.long
 def test_a_first_compile_is_said_while_it_runs_and_a_load_from_the_cache_is_not(tmp_path):
     """The first float32 step of ``ctcbench.torch.ctc_loss`` with an empty numba cache compiles
     its kernel (~20 s), and stderr says so while it does; the next process loads the kernel

@@ -142,6 +142,7 @@ def test_larger_problems_against_the_reference(sim):
         _check_reference(problem, sim.run(problem))
 
 
+@pytest.mark.long
 def test_more_states_than_threads_against_the_reference(sim):
     """S = 2L + 1 = 41 states over a block of 32 threads in the simulator (up to 256 on a GPU):
     each thread strides over several states between two syncthreads."""
@@ -204,7 +205,7 @@ def test_kernels_compile_for_the_gpu_in_both_dtypes(monkeypatch):
         compute_capability = (9, 0)
 
     monkeypatch.setattr(dispatcher, "get_current_device", lambda: Device(), raising=False)
-    from ctcbench.backends import numba_cuda_kernels as kernels
+    from ctcbench.backends.numba import cuda_kernels as kernels
     for f in (float32, float64):
         a3, a2, a1, i2, i1 = f[:, :, ::1], f[:, ::1], f[::1], int64[:, ::1], int64[::1]
         sigs = {"log_softmax": (a3, i1, a3, a2),

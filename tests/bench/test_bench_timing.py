@@ -20,6 +20,7 @@ def one_thread():
     set_threads(1)
 
 
+@pytest.mark.long
 def test_isolated_kernel_time_is_measured_in_the_worker_without_the_round_trip(
         register_backends):
     """A worker backend sleeping 50 ms per call on a ~100 MB problem: kernel time ~50 ms;

@@ -39,6 +39,7 @@ def test_datasheet_json_and_table(tmp_path):
     assert "identical (5 calls)" in lines[-1]
 
 
+@pytest.mark.long
 def test_resume_after_a_torn_log_keeps_each_probe_once(register_backends, tmp_path):
     """Cut rows.jsonl inside its last line: --resume drops it, runs only what is missing, and
     the verdict is the uninterrupted run's, every key once."""
@@ -62,6 +63,7 @@ def test_resume_after_a_torn_log_keeps_each_probe_once(register_backends, tmp_pa
     assert (verdict["correct"], verdict["failing"], verdict["past_status"]) == (700, 701, "crashes")
 
 
+@pytest.mark.long
 def test_a_torn_precision_search_resumes_without_running_a_trial_twice(tmp_path):
     """Cut rows.jsonl inside a trial, the verdict gone: --resume replays the trials kept,
     runs the rest, and ends with each trial once and the uninterrupted run's worst cases."""

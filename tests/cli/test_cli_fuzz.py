@@ -26,6 +26,7 @@ def test_numpy_fuzzes_clean(tmp_path):
     assert tried > 0
 
 
+@pytest.mark.long
 def test_cli_through_entry_point_replays_failures_first(tmp_path):
     """A plugin installed through the entry point: exit 1 with the case file named; a rerun on the
     same folder replays the stored failure first, so it finds it again after fewer problems."""
@@ -62,6 +63,7 @@ def test_bad_options_are_one_clear_line(args, names, tmp_path):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.long
 def test_numba_fuzzes_clean_against_the_reference(tmp_path):
     """The compiled backend agrees with the float64 reference on everything drawn in a short budget."""
     pytest.importorskip("numba", reason="needs numba, a dependency of ctcbench: pip install numba")

@@ -34,6 +34,7 @@ def full_run(tmp_path_factory):
     return result, out
 
 
+@pytest.mark.long
 def test_whole_library_passes_for_every_available_backend(full_run):
     """CI regression: numpy and torch agree with every known answer; exit status 0."""
     result, _ = full_run
@@ -53,6 +54,7 @@ def test_whole_library_passes_for_every_available_backend(full_run):
     assert all(r["status"] == "ok" for r in numpy_rows)  # the reference takes every dtype
 
 
+@pytest.mark.long
 def test_unavailable_and_unsupported_are_recorded_not_failed(full_run):
     """No GPU: CUDA backends are one 'skipped' row each with the reason; torch float16 is 'unsupported'."""
     result, _ = full_run
@@ -66,6 +68,7 @@ def test_unavailable_and_unsupported_are_recorded_not_failed(full_run):
     assert half and all(r["status"] == "unsupported" for r in half)
 
 
+@pytest.mark.long
 def test_run_folder_has_rows_and_environment(full_run):
     """Results and an environment sidecar are written to the run folder."""
     _, out = full_run
@@ -78,6 +81,7 @@ def test_run_folder_has_rows_and_environment(full_run):
     assert "torch" in meta["config"]["backend_versions"]["torch"]
 
 
+@pytest.mark.long
 def test_wrong_plugin_through_entry_point_fails_the_gate(tmp_path):
     """A plugin installed via entry point that merges repeats makes compare exit 1, naming
     exactly the cases whose targets have adjacent repeats."""

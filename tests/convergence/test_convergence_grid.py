@@ -18,6 +18,7 @@ def _run(args):
     return CliRunner().invoke(cli, ["convergence", *TINY, *args], catch_exceptions=False)
 
 
+@pytest.mark.long
 def test_grid_in_parallel_workers_writes_everything(tmp_path):
     """Two optimizers x two seeds in two worker processes: one summary row per run, curves,
     optimizer table, verdicts, plot, checkpoints; --format json prints runs, verdicts and
@@ -133,6 +134,7 @@ def test_optimizer_table_picks_best_lr_and_shows_spread():
     assert pd.isna(t.loc["rmsprop", "steps_to_cer10_median"])
 
 
+@pytest.mark.long
 def test_registry_ctc_backend_trains_like_torch(tmp_path):
     """`--ctc-backend numpy` trains through ctcbench.torch and gives torch's native curve to
     float32 precision (rel 1e-5), while the run records which backend it used."""

@@ -1,4 +1,5 @@
 """`ctcbench predict`: a trained checkpoint reads line images it never saw, any colour mode."""
+import pytest
 import json
 
 import numpy as np
@@ -28,6 +29,7 @@ def _unseen_images(cfg, tmp_path, n=12):
     return paths, texts
 
 
+@pytest.mark.long
 def test_predict_reads_unseen_lines(learned_run, tmp_path):
     """The short run's checkpoint reads new lines (another data seed, RGB and gray, 2x size)
     with a CER far below chance; JSON output names each image."""
@@ -42,6 +44,7 @@ def test_predict_reads_unseen_lines(learned_run, tmp_path):
     assert cer < 0.3, (cer, [r["text"] for r in rows], texts)
 
 
+@pytest.mark.long
 def test_predict_table_and_beam(learned_run, tmp_path):
     """Table output is 'image<TAB>text'; beam search decoding runs too."""
     summary, _, cfg = learned_run
@@ -52,6 +55,7 @@ def test_predict_table_and_beam(learned_run, tmp_path):
     assert [ln.split("\t")[0] for ln in lines] == paths
 
 
+@pytest.mark.long
 def test_predict_errors(learned_run, tmp_path):
     """A missing checkpoint, a missing image and a non-image file are clean errors."""
     summary, _, _ = learned_run

@@ -107,6 +107,7 @@ def killed_grid(tmp_path, cache, monkeypatch, log, line, cut):
     return out
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("cut", list(CUTS))
 @pytest.mark.parametrize("line", [0, 1, 3])  # the first row (step 0), step 2, the last (step 6)
 def test_a_curve_torn_at_any_byte_resumes_to_the_uninterrupted_grid(tmp_path, cache, oracle,
@@ -120,6 +121,7 @@ def test_a_curve_torn_at_any_byte_resumes_to_the_uninterrupted_grid(tmp_path, ca
     assert state(out) == oracle[1]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("cut", ["one byte", "mid-line", "right after the newline"])
 @pytest.mark.parametrize("line", [0, 1])
 def test_a_torn_grid_row_resumes_to_the_uninterrupted_grid(tmp_path, cache, oracle,

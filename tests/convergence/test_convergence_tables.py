@@ -1,5 +1,6 @@
 """A step never reached is one value in every convergence output: empty in the table and the
 CSV files, null in JSON; a real NaN result stays "nan"."""
+import pytest
 import csv
 import json
 
@@ -14,6 +15,7 @@ DIVERGED = ["--train-size", "32", "--test-size", "8", "--min-len", "1", "--max-l
 NEVER = ("steps_to_cer10", "steps_to_cer02")
 
 
+@pytest.mark.long
 def test_never_reached_steps_are_empty_in_tables_and_csv_and_null_in_json(tmp_path):
     """Table: blank cells, never None/NaN; summary.csv and optimizers.csv: empty fields;
     --format json and summary.json: null; the diverged loss is still "nan"."""

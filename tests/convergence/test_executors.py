@@ -45,6 +45,7 @@ def curves(run_dir):
             for d in sorted((run_dir / "runs").iterdir())}
 
 
+@pytest.mark.long
 @needs_dask
 def test_dask_cluster_gives_the_local_pools_curves(tmp_path, cluster):
     """The same grid through --scheduler (a real Dask cluster) and the local process pool:
@@ -67,6 +68,7 @@ def test_dask_cluster_gives_the_local_pools_curves(tmp_path, cluster):
         assert (out / name).is_file(), name
 
 
+@pytest.mark.long
 @needs_dask
 def test_killed_worker_resumes_its_run_from_the_checkpoint(tmp_path, cluster):
     """A worker process killed mid-run: the run is rescheduled, continues from its last
@@ -144,6 +146,7 @@ def test_a_scheduler_that_is_not_an_address_is_named_before_any_work(tmp_path):
     assert not (tmp_path / "x").exists() and not (tmp_path / "cache").exists()
 
 
+@pytest.mark.long
 @needs_dask
 def test_unreachable_scheduler_is_a_clean_cli_error(tmp_path):
     """--scheduler pointing at no scheduler ends with one error line, no traceback."""

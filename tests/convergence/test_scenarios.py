@@ -79,6 +79,7 @@ def test_finding_counts_are_per_run_and_per_diagnosed_eval():
                    ("repeatvec", "time-invariant"): (1, 1, 1, 1)}
 
 
+@pytest.mark.long
 def test_a_whole_scenario_runs_resumes_and_refuses_a_second_start(tmp_path):
     """Every arm runs into its own folder (with its report), --resume keeps them as they
     are, a second start and another scenario's name are refused."""

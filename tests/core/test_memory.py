@@ -18,6 +18,7 @@ from ctcbench.core.reference import forward_backward
     (400, 8, 50, 40, True),
     (3000, 16, 30, 210, False),  # (T, N, S) tables well past 1 GiB: checkpointed
 ])
+@pytest.mark.long
 def test_estimate_bounds_the_measured_peak_on_both_paths(T, N, C, L, tables):
     """On either path the numpy backend's peak allocation, traced by tracemalloc (which sees
     NumPy's buffers), stays under the estimate, and the estimate is within 3x of it: an upper

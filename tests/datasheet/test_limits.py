@@ -33,6 +33,7 @@ def test_each_axis_builds_the_shape_it_declares():
     assert problem_of(AXES["label"].build(300), "float32").targets.max() == 300
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", list(CLIFFS))
 def test_a_planted_cliff_is_reported_exactly(name, register_backends, tmp_path):
     attr, axis, last, past = CLIFFS[name]

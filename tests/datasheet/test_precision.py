@@ -74,6 +74,7 @@ def test_scores_are_the_errors_by_hand():
     assert scores(R([np.nan, 20.0], [[[0.1, -0.1]]]), want)["loss_err"] == np.inf
 
 
+@pytest.mark.long
 def test_a_planted_drift_is_found_and_its_case_reproduces_it(register_backends, tmp_path):
     """A loss off by 1e-7 * T * max|logit|: the search reaches its worst corner (T = 4096 at
     the largest scale: an error of at least 1e-7 * 4096 * 1e4 = 4.1), and `compare` on the
@@ -95,6 +96,7 @@ def test_a_planted_drift_is_found_and_its_case_reproduces_it(register_backends, 
     assert rows["numpy"]["abs_err"] <= 1e-6 * worst["loss_err"]
 
 
+@pytest.mark.long
 def test_a_worst_case_inside_the_space_is_climbed_to(register_backends, tmp_path):
     """A loss error of exp(-(ln(T/300)^2 + ln(C/500)^2)), 1 at T=300 C=500 and below 0.2 at
     every corner the search starts from: in 80 candidates (a count, so the same on any
@@ -110,6 +112,7 @@ def test_a_worst_case_inside_the_space_is_climbed_to(register_backends, tmp_path
     assert 150 <= worst["genes"]["T"] <= 600 and 250 <= worst["genes"]["C"] <= 1000
 
 
+@pytest.mark.long
 def test_a_count_of_trials_is_the_same_search_at_any_budget(register_backends, tmp_path):
     """With --trials, the candidates and the verdict are the seed's: two runs with budgets
     10x apart try the same candidates in the same order and find the same worst case."""

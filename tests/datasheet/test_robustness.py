@@ -46,6 +46,7 @@ def test_sane_by_hand():
     assert sane(np.zeros(0), ("empty",), valid)[0] and not sane([0.0], ("empty",), valid)[0]
 
 
+@pytest.mark.long
 def test_a_raw_call_that_segfaults_is_marked_crashes(register_backends, tmp_path):
     """Segfaults on what a CTCProblem refuses, answers right otherwise: every input without an
     answer crashes (the worker restarted each time), the others are sane or crash."""
@@ -66,6 +67,7 @@ def test_a_raw_call_that_returns_garbage_is_marked_so(register_backends, tmp_pat
     assert "a finite loss 0.5" in got["+inf in a valid frame"]["detail"]
 
 
+@pytest.mark.long
 def test_raises_and_hangs_and_no_hook(register_backends, tmp_path):
     """A raw call that raises is "raises" with its message; one that never answers "hangs"
     within the timeout; a backend with no hook "not tested"."""

@@ -1,6 +1,6 @@
 """Decoders with one planted fault each, of the kinds the upstream trackers show: the judge
 must name every one (tests/decoding/test_judge.py). Each wraps ctcbench's own decoders."""
-from ctcbench.backends.decoders import GreedyDecoder, PrefixBeamDecoder
+from ctcbench.backends.decoders.own import GreedyDecoder, PrefixBeamDecoder
 from ctcbench.core.ctcmath import collapse
 
 

@@ -78,6 +78,7 @@ def test_greedy_is_the_collapsed_argmax_path(decoders):
     _check_greedy(decoders("fast-ctc-viterbi"))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", WORKER_GREEDY)
 def test_framework_greedy_is_the_collapsed_argmax_path(decoders, name):
     """Labels: B(argmax of each frame); score: the best path's log-probability."""
@@ -119,12 +120,14 @@ def test_exact_beam_returns_the_most_probable_labelling(decoders, name):
     _check_exact_beam(decoders(name), 60, seed=11)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", WORKER_EXACT_BEAM)
 def test_framework_exact_beam_returns_the_most_probable_labelling(decoders, name):
     """At a beam of prefix_count(T, C): the most probable labelling, scored log P."""
     _check_exact_beam(decoders(name), 30, seed=11)
 
 
+@pytest.mark.long
 def test_keras_jax_beam_returns_the_most_probable_labelling(decoders):
     """As above for keras' JAX beam search, which compiles its scan per shape (~3 s a call)."""
     _check_exact_beam(decoders("keras-jax-beam"), 12, seed=11)
@@ -158,6 +161,7 @@ def _merged(labels):
     return tuple(k for k, _ in itertools.groupby(labels))
 
 
+@pytest.mark.long
 def test_tf_beam_v1_merges_repeated_labels_a_second_time(decoders):
     decoder = decoders("tf-beam-v1")
     hit = 0
@@ -171,6 +175,7 @@ def test_tf_beam_v1_merges_repeated_labels_a_second_time(decoders):
     assert hit > 0  # the problems hold repeats for it to merge
 
 
+@pytest.mark.long
 def test_tf_beam_v1_decodes_the_issues_a_a_blank_a_a_to_a(decoders):
     """The issue's example: a path "A A _ A A" (p = 0.95 a frame) is "A A" by CTC's map and
     the most probable labelling; TF 1's beam search answers "A" at any beam width."""
@@ -194,6 +199,7 @@ def test_tf_beam_v1_decodes_the_issues_a_a_blank_a_a_to_a(decoders):
 # tensorflow-cpu 2.21.0: with many classes near probability 0, each added to a sum near 1 is
 # rounded (those below half an ulp vanish), so log_probabilities exceed log P by the
 # normalisers' error: 2.7e-4 at C = 2000, T = 60, under 5e-7 at C <= 4.
+@pytest.mark.long
 def test_tf_beam_float32_scores_carry_its_normalisers_rounding(decoders):
     rng = np.random.default_rng(17)
     T, C = 60, 2000
@@ -306,6 +312,7 @@ def test_a_ragged_batch_decodes_each_sample_as_alone(decoders, name):
     _check_ragged(decoders(name))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", WORKER_GREEDY + WORKER_EXACT_BEAM + ["tf-beam-v1"])
 def test_framework_ragged_batch_decodes_each_sample_as_alone(decoders, name):
     """As above, through the adapters that zero the padded frames for the framework."""

@@ -36,6 +36,7 @@ def _keras_run(backend: str, fault: str, out: Path) -> dict:
 @pytest.mark.parametrize("fault, kind", [("none", None),
                                          ("softmax", "input:probabilities-not-log"),
                                          ("padded", "input:target-lengths-padded")])
+@pytest.mark.long
 def test_keras_fit_reports_a_planted_fault_at_step_0_and_a_healthy_run_never(tmp_path, backend,
                                                                            fault, kind):
     """A final softmax (probabilities where keras.losses.CTC takes logits), or labels padded

@@ -47,6 +47,7 @@ def sh(command: str, cwd: Path) -> subprocess.CompletedProcess:
 PLATFORMS = ("GitHub Actions", "GitLab CI")
 
 
+@pytest.mark.long
 def test_each_recipe_passes_a_correct_binding_and_fails_the_planted_bug(tmp_path):
     """Every platform's recipe; the platforms' YAML differs around the same commands, so each
     distinct list of commands runs once (a few minutes each)."""

@@ -102,7 +102,7 @@ def test_a_missing_framework_names_the_extra(monkeypatch):
     """The framework check itself: jax hidden from the import system, in this process."""
     import importlib.util as util
 
-    from ctcbench.backends.function import FunctionBackend
+    from ctcbench.runtime.function_backend import FunctionBackend
     from ctcbench.errors import InputError
     real = util.find_spec
     monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == "jax" else real(name, *a))

@@ -31,6 +31,7 @@ def cluster():
         yield c
 
 
+@pytest.mark.long
 def test_a_wrong_plugin_is_found_once_and_resumed(cluster, register_backends, tmp_path):
     """--scheduler, two searches: the first find is shrunk and written as the only case file,
     each search is one row on its own seed; --resume adds one row per search again and finds
@@ -57,6 +58,7 @@ def test_a_wrong_plugin_is_found_once_and_resumed(cluster, register_backends, tm
     assert list((out / "cases").iterdir()) == [out / "cases" / "fuzz_wrong_repeats.toml"]
 
 
+@pytest.mark.long
 def test_a_clean_backend_gives_one_row_per_search(tmp_path):
     """--executor dask-local --jobs 2: nothing found, two rows, both searches tried problems."""
     out = tmp_path / "run"
@@ -71,6 +73,7 @@ def test_a_clean_backend_gives_one_row_per_search(tmp_path):
     assert summary["tried"] == sum(r["tried"] for r in rows)
 
 
+@pytest.mark.long
 def test_a_killed_worker_still_ends_the_campaign(cluster, tmp_path):
     """One worker process killed mid-search: Dask runs its search again for what is left of
     the budget, and the campaign ends with one row per search, nothing written twice."""

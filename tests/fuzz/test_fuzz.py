@@ -24,6 +24,7 @@ def wrong_backends(monkeypatch, register_backends):
     return WRONG
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", sorted(WRONG))
 def test_wrong_backend_is_found_shrunk_and_fails_compare(name, wrong_backends, tmp_path):
     """Within a 60 s budget each wrong backend is found, shrunk to one sample of few labels, and
@@ -52,6 +53,7 @@ def test_a_loss_below_zero_is_found(register_backends, tmp_path):
     assert found["what"].startswith("invariant broken: loss below 0: got")
 
 
+@pytest.mark.long
 def test_two_different_answers_are_found_unless_declared(register_backends, tmp_path):
     """Each problem runs twice: a gradient that differs by 1e-13 between calls is found at once;
     declared as nondeterministic within 1e-9, the same backend fuzzes clean."""
@@ -63,6 +65,7 @@ def test_two_different_answers_are_found_unless_declared(register_backends, tmp_
     assert not clean["found"] and clean["tried"] > 0
 
 
+@pytest.mark.long
 def test_a_backend_differing_on_some_calls_only_fails_compare_on_its_case(register_backends,
                                                                          tmp_path):
     """A backend whose every fourth call differs: the case fuzz writes asks for determinism
@@ -84,6 +87,7 @@ def test_a_backend_differing_on_some_calls_only_fails_compare_on_its_case(regist
         "deterministic: a second call gave another grad")
 
 
+@pytest.mark.long
 def test_a_failure_past_256_labels_shrinks_to_257(register_backends, tmp_path):
     """A backend wrong only past 256 labels is found among the boundary sizes and shrunk to the
     smallest target length that still fails, 257 (not to a small problem it gets right)."""
@@ -144,6 +148,7 @@ def test_labels_past_255_are_drawn(register_backends, tmp_path):
     assert found["found"] and found["size"]["C"] > 256, found
 
 
+@pytest.mark.long
 def test_float16_is_judged_by_its_round_off(register_backends, tmp_path):
     """--dtype float16: the exact answer rounded to float16 fuzzes clean (its error is within
     the float16 bound); 5% off is found."""

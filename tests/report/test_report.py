@@ -85,6 +85,7 @@ def doctor_file(tmp_path_factory):
 
 
 # -- without a browser --------------------------------------------------------------------
+@pytest.mark.long
 def test_each_command_writes_report_html_into_its_run_folder(runs):
     """compare, bench, convergence and fuzz leave report.html next to their rows when they
     finish."""

@@ -94,6 +94,7 @@ def bench_args(tmp_path_factory) -> list[str]:
     return ["bench", "--grid", str(grid), "--backend", "numpy", "--repeat", "1", "--format", "json"]
 
 
+@pytest.mark.long
 def test_bench_torn_anywhere_resumes_to_one_row_per_key(bench_args, tmp_path):
     """Every (backend, size) exactly once after resume, whichever byte the log was cut at;
     a size whose rows were cut is measured again for every backend (the ratio to torch is
@@ -123,6 +124,7 @@ def test_bench_torn_anywhere_resumes_to_one_row_per_key(bench_args, tmp_path):
                 assert after[k] == r, (at, k)
 
 
+@pytest.mark.long
 def test_fuzz_torn_resumes_to_one_row_per_search(tmp_path):
     """Two searches in a folder, the log cut inside the second: resumed, the folder holds
     searches 1 and 2 once each."""

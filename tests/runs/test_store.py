@@ -188,6 +188,7 @@ def test_a_legacy_compare_folder_is_told_from_its_meta(tmp_path):
 
 
 # -- the lock ----------------------------------------------------------------------------------
+@pytest.mark.long
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     """While one compare writes a folder, a second one exits 1 naming the folder and the
     first one's pid; the first finishes with one row per key."""
@@ -247,6 +248,7 @@ class SlowNumpy(NumpyBackend):
 """
 
 
+@pytest.mark.long
 def test_compare_killed_mid_run_resumes_to_one_row_per_key(tmp_path):
     """compare is SIGKILLed after a few rows; --resume ends with every row exactly once."""
     plugin = tmp_path / "plugin"
@@ -266,6 +268,7 @@ def test_compare_killed_mid_run_resumes_to_one_row_per_key(tmp_path):
     assert len(got) == len(set(got)) == len(rows) > done
 
 
+@pytest.mark.long
 def test_bench_killed_mid_run_resumes_to_one_row_per_key(tmp_path, bench_grid):
     """bench is SIGKILLed between sizes; --resume measures only the rest, one row per key."""
     out = tmp_path / "run"
@@ -283,6 +286,7 @@ def test_bench_killed_mid_run_resumes_to_one_row_per_key(tmp_path, bench_grid):
     assert {(r["backend"], r["T"]) for r in json.loads(again.stdout)} == set(got)
 
 
+@pytest.mark.long
 def test_convergence_killed_mid_run_resumes_to_one_row_per_run(tmp_path):
     """convergence is SIGKILLed inside its second training run; --resume keeps the first,
     finishes the second from its checkpoint: one summary row per run, one curve row per eval."""
@@ -329,6 +333,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(),
                     reason="needs /proc (Linux), where the workers' parents and states are read")
+@pytest.mark.long
 def test_killed_grid_leaves_no_worker_training(tmp_path):
     """Only the convergence process is SIGKILLed (as a scheduler or OOM killer would): its two
     worker processes notice and exit instead of training on into the run folder."""
@@ -353,6 +358,7 @@ def test_killed_grid_leaves_no_worker_training(tmp_path):
             pass
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("umask", [0o022, 0o027])
 def test_a_finished_run_folder_is_readable_as_the_umask_allows_and_holds_no_lock(tmp_path, umask):
     """Every file a run writes has the mode a plain ``open(..., "w")`` gets under the same

@@ -21,8 +21,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ctcbench.backends.numba_math import _bits_to_float, _float_to_bits, prefetch_row
-from ctcbench.backends.numba_rows import (JIT, SAFE_FLOOR, SCALE_FLUSH, WORKSPACE_GAP,
+from ctcbench.backends.numba.primitives import _bits_to_float, _float_to_bits, prefetch_row
+from ctcbench.backends.numba.rows import (JIT, SAFE_FLOOR, SCALE_FLUSH, WORKSPACE_GAP,
                                           backward_views, first_forward_row, forward_views,
                                           gather_emissions_at, gradient_frame, row_sum,
                                           segment_frames, softmax_frame_at)
@@ -48,7 +48,7 @@ def pow2(k):
 
 @njit(**JIT)
 def forward_row_cross(A, prev, i, e, k, skip, x, L):
-    """``numba_rows.forward_row_at`` with label ``j - 1``'s entry into pair ``j`` weighed
+    """``rows.forward_row_at`` with label ``j - 1``'s entry into pair ``j`` weighed
     ``x[j]`` (1 within a block, ``2^(E_b-1 - E_b)`` where pair ``j`` starts block ``b``);
     returns the row's sum. Written out again on purpose: ``forward_row`` with an optional
     ``x`` (``None`` pruned on the fast path) gave the same bits but ran 3-5% slower on both
@@ -76,7 +76,7 @@ def forward_row_cross(A, prev, i, e, k, skip, x, L):
 
 @njit(**JIT)
 def backward_row_cross(nb, cb, e1, kb, skip, A, i, P, y, wt, L):
-    """``numba_rows.backward_row_at`` with what label ``j`` reaches in pair ``j + 1`` weighed
+    """``rows.backward_row_at`` with what label ``j`` reaches in pair ``j + 1`` weighed
     ``y[j]`` (1 within a block, ``2^(F_b+1 - F_b)`` where pair ``j + 1`` starts block
     ``b + 1``), and each pair's ``alpha * beta`` weighed ``wt[j]``, its block's
     ``2^(E_b + F_b - M)``: returns the row's sum and the weighed sums over the blanks and
@@ -202,7 +202,7 @@ def posterior_weights(E, F, t, T_n, L, wt):
 @njit(**JIT)
 def sample_blocked(logits, grad, n, gn, tg, T_n, L, blank, w, skip):
     """The blocked rescue (module docstring): sample ``n``'s loss, its gradient rows written,
-    or NaN when a guard fails. ``numba_kernels.sample_fast``'s recursion (rows divided by
+    or NaN when a guard fails. ``kernels.sample_fast``'s recursion (rows divided by
     the last row's sum, checkpointed), its blocks renormalised every ``PERIOD`` frames: the
     forward pass at frames ``t % PERIOD == 0``, whose scales are kept for the backward pass,
     which renormalises beta at the first frame of each period it enters."""

@@ -5,7 +5,7 @@ plain Python with explicit threads, and numba ships a CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1``) that runs the very same kernels on the CPU, one Python thread per
 CUDA thread, so the tests check this code without a GPU (slowly: small problems only).
 
-The design (kernels in ``backends/numba_cuda_kernels.py``, described there in full):
+The design (kernels in ``backends/numba/cuda_kernels.py``, described there in full):
 
 1. ``log_softmax`` on the GPU, one thread per ``(t, n)``;
 2. the forward and backward recursions in log space, one thread block per sample, the
@@ -99,7 +99,7 @@ class NumbaCudaBackend:
             config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
         except (ImportError, AttributeError):
             pass
-        from ctcbench.backends import numba_cuda_kernels
+        from ctcbench.backends.numba import cuda_kernels as numba_cuda_kernels
         return cuda, numba_cuda_kernels
 
     def _check(self, problem: CTCProblem) -> None:

@@ -1,7 +1,7 @@
-"""The shared parts of backend ``numba``'s kernels (:mod:`ctcbench.backends.numba_kernels`):
+"""The shared parts of backend ``numba``'s kernels (:mod:`ctcbench.backends.numba.kernels`):
 compile options, sizes, the softmax of a frame and the forward and backward rows of the fast
 path, each for float64 or float32 rows (their dtype comes from the arrays). The row layout
-(``2L + 3`` entries: blanks, a zero, labels, a zero) is described in ``numba_kernels``. The
+(``2L + 3`` entries: blanks, a zero, labels, a zero) is described in ``kernels``. The
 kernels call them through the ``*_at`` functions at the end, which take tables and indices.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ctcbench.backends.numba_math import exp_nonpositive
+from ctcbench.backends.numba.primitives import exp_nonpositive
 
 SAFE_FLOOR = 1e-250  # below this, a scaled quantity may have lost mass to underflow
 # Reassociation lets LLVM vectorise the row sums; inf/NaN semantics are kept (the log-space

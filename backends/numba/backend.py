@@ -1,6 +1,6 @@
 """Backend ``numba``: an exact compiled CPU CTC, parallel over the batch.
 
-The kernels are in :mod:`ctcbench.backends.numba_kernels` (softmax, scaled forward-backward
+The kernels are in :mod:`ctcbench.backends.numba.kernels` (softmax, scaled forward-backward
 with a log-space fallback per sample, gradient w.r.t. the logits, all in one pass per
 sample). The adapter takes logits ``(T, N, C)`` in any float dtype and computes in float64
 (``compute_dtype = "float64"``): logits are widened exactly to float64 first, so one kernel
@@ -50,17 +50,17 @@ CELLS_PER_THREAD = 50_000
 
 
 def launch(kernel, args, loss, grad, path, threads: int) -> int:
-    """``kernel`` (:func:`numba_kernels.ctc_batch`) over every sample of ``args`` into
+    """``kernel`` (:func:`kernels.ctc_batch`) over every sample of ``args`` into
     ``loss (N,)``, ``grad (T, N, C)``, ``path (N,)``, on ``threads`` threads. The kernel
     releases the GIL; the samples, longest first (by ``T_n (2 L_n + 1)``), are dealt into
     ``CHUNKS_PER_THREAD`` chunks a thread, which the threads take one at a time, so a thread
     slowed by other load holds back at most one chunk. A batch of fewer than
     ``CELLS_PER_THREAD`` DP cells a thread runs on fewer threads, as waking one costs more
     than it saves. Returns the threads used."""
-    from ctcbench.backends.numba_math import fp_control, restore_fp_control
+    from ctcbench.backends.numba.primitives import fp_control, restore_fp_control
 
     def run(samples):
-        control = fp_control()  # the kernel sets the flush bits (numba_math) for its call
+        control = fp_control()  # the kernel sets the flush bits (primitives) for its call
         try:
             kernel(*args, loss, grad, path, samples)
         except BaseException:  # out of memory inside: the bits are still set, put them back
@@ -117,7 +117,7 @@ def estimate_bytes(T: int, N: int, C: int, L: int, threads: int) -> int:
     path's) plus one number per frame. A sample with fewer labels than the padded ``L`` may
     keep its whole table (up to ``WHOLE_TABLE_BYTES``) where ``L`` labels would be
     segmented, so the larger of the two counts."""
-    from ctcbench.backends import numba_kernels as k
+    from ctcbench.backends.numba import rows as k
 
     W = 2 * L + 3
     K = max(1, k.segment_frames.py_func(T, L))  # frames per segment at L labels (T may be 0)
@@ -143,12 +143,12 @@ def compile_ahead(compute_dtype: str = "float64") -> str | None:
     import subprocess
     import sys
 
-    from ctcbench.backends import numba_kernels
-    if _cached(numba_kernels.KERNELS[compute_dtype, compute_dtype]):
+    from ctcbench.backends.numba import kernels
+    if _cached(kernels.KERNELS[compute_dtype, compute_dtype]):
         return None
     start = time.perf_counter()
     child = subprocess.run(
-        [sys.executable, "-c", "import sys; from ctcbench.backends.numba_ctc import "
+        [sys.executable, "-c", "import sys; from ctcbench.backends.numba.backend import "
          "_compile_here; _compile_here(sys.argv[1])", compute_dtype],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if child.returncode != 0:  # the run in this process compiles, and says why it failed
@@ -200,7 +200,7 @@ class NumbaBackend:
         gradient; returns ``(kernel, args, threads, notes)``."""
         import numba
 
-        from ctcbench.backends import numba_kernels
+        from ctcbench.backends.numba import kernels
 
         T, N, C, L = problem.shape
         threads, note = thread_count(numba)
@@ -219,7 +219,7 @@ class NumbaBackend:
                 _kernel_input(problem.input_lengths, np.int64),  # (N,)
                 _kernel_input(problem.target_lengths, np.int64),  # (N,)
                 np.int64(problem.blank), _kernel_input(weights, np.float64))  # (N,)
-        kernel = numba_kernels.KERNELS[self.compute_dtype, grad_dtype]
+        kernel = kernels.KERNELS[self.compute_dtype, grad_dtype]
         grad_type = numba.typeof(np.empty((1, 1, 1), dtype=grad_dtype))
         key = f"{logits_dtype.__name__}/{self.compute_dtype}"
         if grad_dtype != self.compute_dtype:
@@ -247,7 +247,7 @@ class NumbaBackend:
         threads used)``."""
         loss = np.empty(N)  # (N,)
         grad = np.empty((T, N, C), dtype=grad_dtype)  # (T, N, C); all written
-        from ctcbench.backends.numba_kernels import SamplePath
+        from ctcbench.backends.numba.kernels import SamplePath
         path = np.full(N, SamplePath.SKIPPED, dtype=np.int8)  # (N,) the path of each sample
         if T > 0:
             threads = launch(kernel, args, loss, grad, path, threads)
@@ -262,7 +262,7 @@ class NumbaBackend:
         compute's gradient rounded once to float32 by the kernel, without a float64 array in
         between (the float32 compute's is float32 anyway)."""
         T, N, C, L = problem.shape
-        from ctcbench.backends import numba_kernels as k
+        from ctcbench.backends.numba import kernels as k
 
         if grad_dtype not in (None, "float32"):
             raise ValueError(f"grad_dtype: expected None or 'float32', got {grad_dtype!r}")

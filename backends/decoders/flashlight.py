@@ -28,8 +28,8 @@ import itertools
 
 import numpy as np
 
-from ._thirdparty import require
-from .decode_tf import check_beam
+from .._thirdparty import require
+from .tf import check_beam
 
 
 class FlashlightDecoder:

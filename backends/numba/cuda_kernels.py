@@ -1,4 +1,4 @@
-"""The CUDA kernels of the ``numba-cuda`` backend (``backends/numba_cuda.py``), in numba.cuda.
+"""The CUDA kernels of the ``numba-cuda`` backend (``backends/numba/cuda.py``), in numba.cuda.
 
 Shape letters as in :mod:`ctcbench.core.problem`; ``S = 2L + 1`` extended states (blank, l1,
 blank, ..., blank), of which sample ``n`` uses the first ``S_n = 2 * target_lengths[n] + 1``,

@@ -1,6 +1,6 @@
 """The last path of backend ``numba``, for samples neither the fast path nor the blocked
-rescue (``numba_blocks``) can take: the log-space forward-backward (:func:`sample_log_space`),
-float64. Called by :mod:`ctcbench.backends.numba_kernels`; design and measurements in
+rescue (``blocks``) can take: the log-space forward-backward (:func:`sample_log_space`),
+float64. Called by :mod:`ctcbench.backends.numba.kernels`; design and measurements in
 docs/numba.md (item 4).
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ctcbench.backends.numba_math import LOG_JIT, exp_nonpositive, lse3
-from ctcbench.backends.numba_rows import JIT, row_max, row_sum, segment_frames
+from ctcbench.backends.numba.primitives import LOG_JIT, exp_nonpositive, lse3
+from ctcbench.backends.numba.rows import JIT, row_max, row_sum, segment_frames
 
 @njit(**JIT)
 def log_emissions(x, lse_t, lab, lp):

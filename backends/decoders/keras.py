@@ -25,9 +25,9 @@ import numpy as np
 
 from ctcbench.runtime.threads import requested
 
-from ._thirdparty import import_tensorflow, jax_threads, require
-from .decode_tf import check_beam, valid_frames
-from .keras_ctc import import_keras
+from .._thirdparty import import_tensorflow, jax_threads, require
+from .tf import check_beam, valid_frames
+from ..keras_ctc import import_keras
 
 _FRAMEWORK = {"jax": ("jax",), "tensorflow": ("tensorflow",), "torch": ("torch",)}
 _EXTRA = {"jax": "keras,jax", "tensorflow": "keras,tf", "torch": "keras"}

@@ -24,7 +24,7 @@ TF's blank is the last class (the beam search has no ``blank_index``): the adapt
 blank there and maps the labels back. Each runs isolated (TensorFlow segfaults beside Paddle),
 in float32 (TF's docs: "3-D float Tensor"; a model's output), with ``top_paths=1``, its
 default: one hypothesis each (more than the beam's distinct labellings is an error, "Less
-leaves in the beam search than requested"). ``keras-tf-greedy`` (``decode_keras``) calls the
+leaves in the beam search than requested"). ``keras-tf-greedy`` (``keras``) calls the
 greedy decoder with ``blank_index`` instead.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 
-from ._thirdparty import import_tensorflow, require
+from .._thirdparty import import_tensorflow, require
 
 
 def blank_last(log_probs: np.ndarray, lengths: np.ndarray, blank: int):

@@ -1,4 +1,4 @@
-"""Branch-free ``exp`` and ``log`` for the numba kernels (``backends/numba_kernels.py``).
+"""Branch-free ``exp`` and ``log`` for the numba kernels (``backends/kernels.py``).
 
 libm's ``exp`` and ``log`` are scalar calls, which keep LLVM from vectorising the loops that
 use them; these are plain arithmetic on the float's bits, within 2 ulp of libm (tested against
@@ -153,7 +153,7 @@ def set_fp_control(typingctx, value):
     return types.void(types.int64), codegen
 
 
-# The same from Python (``numba_ctc.launch``: what a kernel that raised leaves set is put back),
+# The same from Python (``backend.launch``: what a kernel that raised leaves set is put back),
 # compiled when this module is imported, so that an out-of-memory error never waits on them.
 @njit("int64()", cache=True)
 def fp_control():

@@ -1,4 +1,4 @@
-"""The compiled CTC kernels behind backend ``numba`` (``backends/numba_ctc.py``).
+"""The compiled CTC kernels behind backend ``numba`` (``backends/numba/backend.py``).
 
 Shape letters as in :mod:`ctcbench.core.problem`; per sample ``T_n`` frames, ``L_n`` labels.
 One call of :func:`ctc_batch` does the samples it is given: softmax, forward and backward
@@ -13,7 +13,7 @@ skip transition is a 0/1 factor). Emissions are gathered from the softmax rows w
 gamma is never stored, and long samples are checkpointed (:func:`segment_frames`).
 A sample for which a scaled quantity falls below ``SAFE_FLOOR`` (the reference's rule), or whose
 logits make a softmax row non-finite, is redone by the blocked rescue
-(``numba_blocks.sample_blocked``: the same recursion with each block of 8 (blank, label)
+(``blocks.sample_blocked``: the same recursion with each block of 8 (blank, label)
 pairs at its own power-of-two scale, which keeps random and uniform logits at any T in
 probability space) and, if that fails its checks, by :func:`sample_log_space`: exact,
 slower, rare. Past those checks the gradient is finite
@@ -33,12 +33,11 @@ import math
 import numpy as np
 from numba import njit
 
-from ctcbench.backends.numba_math import (FLUSH_SUBNORMALS, get_fp_control, prefetch_row,
-                                          set_fp_control)
-from ctcbench.backends.numba_blocks import sample_blocked
-from ctcbench.backends.numba_rescue import sample_log_space  # noqa: F401
-from ctcbench.backends.numba_rows import (JIT, MERGE_MIN_L, SAFE_FLOOR,  # noqa: F401
-                                          SCALE_FLUSH, WHOLE_TABLE_BYTES, WORKSPACE_GAP,
+from ctcbench.backends.numba.primitives import (FLUSH_SUBNORMALS, get_fp_control, prefetch_row,
+                                               set_fp_control)
+from ctcbench.backends.numba.blocks import sample_blocked
+from ctcbench.backends.numba.rescue import sample_log_space
+from ctcbench.backends.numba.rows import (JIT, MERGE_MIN_L, SAFE_FLOOR, SCALE_FLUSH, WORKSPACE_GAP,
                                           backward_row_at, backward_row_split_at,
                                           first_forward_row, forward_row_at,
                                           forward_row_split_at, gather_emissions_at,
@@ -144,7 +143,7 @@ def sample_fast(logits, grad, n, gn, tg, T_n, L, blank, w, skip, dt, floor, bail
     for t in range(1, T_n):
         prev = i
         i = i + 1 if i + 1 < K else 0
-        if t + 1 < T_n:  # the next frame's rows, on another page (numba_math.prefetch_row)
+        if t + 1 < T_n:  # the next frame's rows, on another page (primitives.prefetch_row)
             prefetch_row(logits, t + 1, n)
             prefetch_row(grad, t + 1, gn)
         if not softmax_frame_at(logits, grad, t, n, gn, tg, L, blank, e):
@@ -296,10 +295,10 @@ def ctc_batch(logits, targets, input_lengths, target_lengths, blank, weights, lo
     sample ``n`` of ``samples (K,)`` int64, given ``logits (T, N, C)`` float32/64, ``targets
     (N, L)`` int64, lengths ``(N,)`` int64, ``weights (N,)`` float64; ``loss (N,)``, ``grad
     (T, N, C)`` float64, ``path (N,)`` int8. Serial and ``nogil``: threads share a batch by
-    calling it on disjoint ``samples`` (``numba_ctc.launch``), so one compiled kernel serves
+    calling it on disjoint ``samples`` (``backend.launch``), so one compiled kernel serves
     every thread count, and numba builds no parallel loop (docs/numba.md, "Compilation")."""
     control = get_fp_control()
-    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (numba_math)
+    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (primitives)
     for i in range(samples.shape[0]):
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
                      grad, path, samples[i], samples[i], sample_float64)
@@ -316,7 +315,7 @@ def ctc_batch_rounded(logits, targets, input_lengths, target_lengths, blank, wei
     T, _, C = grad.shape
     rows = np.empty((T, 1, C))  # (T, 1, C) one sample's float64 gradient rows
     control = get_fp_control()
-    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (numba_math)
+    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (primitives)
     for i in range(samples.shape[0]):
         n = samples[i]
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
@@ -335,7 +334,7 @@ def ctc_batch32(logits, targets, input_lengths, target_lengths, blank, weights, 
     """:func:`ctc_batch` in the opt-in float32 compute (:func:`sample_float32`), ``grad``
     float32: a kernel of its own, so that the default compiles none of the float32 rows."""
     control = get_fp_control()
-    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (numba_math)
+    set_fp_control(control | FLUSH_SUBNORMALS)  # subnormals are 0 here (primitives)
     for i in range(samples.shape[0]):
         batch_sample(logits, targets, input_lengths, target_lengths, blank, weights, loss,
                      grad, path, samples[i], samples[i], sample_float32)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._thirdparty import require
-from .decode_tf import check_beam
+from .._thirdparty import require
+from .tf import check_beam
 
 
 def blank_first(lp: np.ndarray, blank: int) -> tuple[np.ndarray, str, dict[str, int]]:

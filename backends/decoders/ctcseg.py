@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._thirdparty import require
+from .._thirdparty import require
 
 
 class CTCSegmentationAligner:
