@@ -125,6 +125,7 @@ class KerasTorchBackend:
     """keras.ops.ctc_loss on torch (CPU): F.ctc_loss(reduction="none"); float32."""
 
     name = "keras-torch"
+    clears_padded_frames = True  # its framework gets logit 0 there (clean_logits)
     isolated = True
     dtypes = ("float32",)  # keras computes in float32 whatever the logits' dtype
     packages = ("keras", "torch")

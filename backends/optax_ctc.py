@@ -30,6 +30,7 @@ class OptaxBackend:
     """optax.ctc_loss under jax.jit; computes in the problem's dtype (float32 or float64)."""
 
     name = "optax"
+    clears_padded_frames = True  # its framework gets logit 0 there (clean_logits)
     isolated = True
     dtypes = ("float32", "float64")
     packages = ("jax", "jaxlib", "optax")  # import names whose versions a run records

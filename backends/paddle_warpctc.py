@@ -29,6 +29,7 @@ class WarpctcBackend:
     """warp-ctc through paddle.nn.functional.ctc_loss on the CPU."""
 
     name = "warpctc"
+    clears_padded_frames = True  # its framework gets logit 0 there (clean_logits)
     isolated = True
     dtypes = ("float32", "float64")
     packages = ("paddle",)  # import names whose versions a run records

@@ -29,6 +29,7 @@ class TFBackend:
     """tf.nn.ctc_loss with sparse labels: TensorFlow's C++ CTCLoss kernel."""
 
     name = "tf"
+    clears_padded_frames = True  # its framework gets logit 0 there (clean_logits)
     isolated = True
     dtypes = ("float32", "float64")
     packages = ("tensorflow",)  # import names whose versions a run records

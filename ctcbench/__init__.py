@@ -4,7 +4,7 @@ Importing ctcbench imports NumPy only; torch and every other framework load when
 that needs them is asked for. The registry's names load on first use, so a worker process
 (``ctcbench.runtime.worker``) never imports the registry.
 """
-from ctcbench.doctor import Monitor, check_decoder, diagnose
+from ctcbench.doctor import Monitor, check_aligner, check_decoder, diagnose
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import reduce_loss
 from ctcbench.runtime.protocol import (
@@ -20,6 +20,8 @@ from ctcbench.runtime.protocol import (
 
 _REGISTRY_NAMES = ("BackendInfo", "LoadedBackend", "get_backend", "list_backends", "register",
                    "register_backend", "unregister_backend")  # from ctcbench.runtime.registry
+_DECODER_NAMES = ("get_decoder", "register_decoder",
+                  "unregister_decoder")  # from ctcbench.runtime.decoders
 
 __version__ = "0.1.0"
 
@@ -36,14 +38,18 @@ __all__ = [
     "LoadedBackend",
     "Monitor",
     "UnsupportedProblem",
+    "check_aligner",
     "check_decoder",
     "diagnose",
     "get_backend",
+    "get_decoder",
     "list_backends",
     "reduce_loss",
     "register",
     "register_backend",
+    "register_decoder",
     "unregister_backend",
+    "unregister_decoder",
 ]
 
 
@@ -51,6 +57,9 @@ def __getattr__(name: str):
     if name in _REGISTRY_NAMES:
         from ctcbench.runtime import registry
         return getattr(registry, name)
+    if name in _DECODER_NAMES:
+        from ctcbench.runtime import decoders
+        return getattr(decoders, name)
     raise AttributeError(f"module 'ctcbench' has no attribute {name!r}")
 
 

@@ -26,7 +26,7 @@ from torch.autograd.function import once_differentiable
 
 from ctcbench.core.problem import CTCProblem
 from ctcbench.core.reduction import REDUCTIONS, reduce_loss, reduction_weights
-from ctcbench.runtime.protocol import BackendUnavailable
+from ctcbench.runtime.protocol import BackendTraits, BackendUnavailable
 from ctcbench.runtime.registry import REFERENCE, LoadedBackend, backend_names, get_backend
 
 # The default backend on the CPU: the compiled one when it is registered and can run here,
@@ -41,10 +41,8 @@ _default: list = [None, None]  # [registry state, the default LoadedBackend reso
 def _default_key() -> tuple:
     """What the default backend depends on: the preferred and fallback names and the
     backends registered or unregistered in this process (entry points are read once)."""
-    from ctcbench.runtime import registry
-    return (PREFERRED_BACKEND, FALLBACK_BACKEND,
-            tuple((name, id(target)) for name, target in registry._added.items()),
-            frozenset(registry._hidden))
+    from ctcbench.runtime.registry import LOSSES
+    return PREFERRED_BACKEND, FALLBACK_BACKEND, LOSSES.revision
 
 
 def _resolve_default() -> LoadedBackend:
@@ -236,8 +234,9 @@ def _with_compute_dtype(loaded: LoadedBackend, compute_dtype) -> LoadedBackend:
     if compute_dtype == getattr(loaded.impl, "compute_dtype", None):
         return loaded
     if compute_dtype not in _numba_by_dtype:
-        _numba_by_dtype[compute_dtype] = LoadedBackend(
-            "numba", NumbaBackend(compute_dtype=compute_dtype), loaded.traits)
+        impl = NumbaBackend(compute_dtype=compute_dtype)
+        # its own traits: a method trait (compile_ahead) is bound to this instance, its dtype
+        _numba_by_dtype[compute_dtype] = LoadedBackend("numba", impl, BackendTraits.of(impl))
     return _numba_by_dtype[compute_dtype]
 
 

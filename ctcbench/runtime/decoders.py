@@ -13,19 +13,34 @@ An **aligner** finds the most probable path of a known target::
 The adapter maps its framework's conventions (the blank's index, logits or probabilities,
 batch- or time-major, padding) to this contract, so the judge (``ctcbench.caselib.decoder_judge``)
 never guesses. What the judge must know of an adapter is declared as traits (``DecoderTraits``),
-read in one place. Constructing an adapter must be cheap and raise ``BackendUnavailable`` (with
-an install hint) when it cannot run here; an ``isolated`` one runs in a worker process
-(``ctcbench.runtime.worker``'s ``call`` request), where a crash or a hang costs one case.
+read by the one traits reader (``ctcbench.runtime.protocol.read_traits``). Constructing an
+adapter must be cheap and raise ``BackendUnavailable`` (with an install hint) when it cannot run
+here; an ``isolated`` one runs in a worker process (``ctcbench.runtime.worker``'s ``call``
+request), where a crash or a hang costs one case.
+
+The registry is a :class:`~ctcbench.runtime.table.Registry` like the losses': built-ins, the
+entry-point group ``ctcbench.decoders`` (the entry point's name is the decoder's name) and
+:func:`register_decoder` / :func:`unregister_decoder` at run time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-from ctcbench.errors import expect, one_of
-from ctcbench.runtime.factory import factory_spec, load_factory
-from ctcbench.runtime.protocol import BackendUnavailable
+from ctcbench.errors import expect
+from ctcbench.runtime.factory import load_factory
+from ctcbench.runtime.protocol import (
+    DEFAULT_STARTUP_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    SHARED_CHECKS,
+    choice,
+    read_traits,
+)
+from ctcbench.runtime.table import Registry
+
+ENTRY_POINT_GROUP = "ctcbench.decoders"
 
 # name -> "module:attr", built-ins and third parties alike; nothing is imported until asked for
 BUILTIN_DECODERS: dict[str, str] = {
@@ -54,8 +69,7 @@ ROLES = ("decoder", "aligner")
 SEARCHES = ("greedy", "beam")
 SCORES = ("labelling", "path", "none")
 TIES = ("first", "any")
-
-_added: dict[str, object] = {}
+DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -76,20 +90,23 @@ class DecoderTraits:
     # adapter maps the others; said on the page, never used by the judge
     conventions: str = ""  # one line for people: merge_repeated's meaning, score, scaling
     dtype: str = "float64"  # what it computes scores in: the judge's tolerance (float32/64)
+    # as BackendTraits says of these (ctcbench.runtime.protocol): a worker process, its
+    # limits and its start, and the import names whose versions a run records
     isolated: bool = False
-    packages: tuple[str, ...] = ()  # import names whose versions a run records
-    timeout_s: float = 120.0  # isolated only: per call
-    startup_timeout_s: float = 300.0
+    packages: tuple[str, ...] = ()
+    timeout_s: float = DEFAULT_TIMEOUT_S  # isolated only: per call
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    prepare: Callable[[], None] | None = None  # called once in a new worker (Keras)
 
     @classmethod
     def of(cls, impl) -> "DecoderTraits":
-        values = {f.name: getattr(impl, f.name) for f in fields(cls) if hasattr(impl, f.name)}
-        name = type(impl).__name__
-        for field_name, choices in (("role", ROLES), ("search", SEARCHES), ("score", SCORES),
-                                    ("ties", TIES), ("dtype", ("float32", "float64"))):
-            if field_name in values:
-                one_of(f"{name}.{field_name}", values[field_name], choices)
-        return cls(**values)
+        """The traits ``impl`` (an adapter or its class) declares, defaults for the rest; a
+        word outside its vocabulary is an UnknownName "CLASS.ATTR: expected one of ..."."""
+        return read_traits(cls, impl, _CHECKS)
+
+
+_CHECKS = {**SHARED_CHECKS, "role": choice(ROLES), "search": choice(SEARCHES),
+           "score": choice(SCORES), "ties": choice(TIES), "dtype": choice(DTYPES)}
 
 
 @dataclass(frozen=True)
@@ -98,22 +115,22 @@ class Hypothesis:
     score: float | None
 
 
-def _table() -> dict[str, object]:
-    return {**BUILTIN_DECODERS, **_added}
+DECODERS = Registry("decoder", BUILTIN_DECODERS, ENTRY_POINT_GROUP, DecoderTraits)
 
 
 def decoder_names(role: str | None = None) -> list[str]:
     """Every registered decoder and aligner, or those of one ``role``; loads none of them
     except to read a role."""
-    names = sorted(_table())
+    table = DECODERS.view()
+    names = sorted(table)
     if role is None:
         return names
-    return [n for n in names if _role_of(n) == role]
+    return [n for n in names if _role_of(table[n]) == role]
 
 
-def _role_of(name: str) -> str | None:
+def _role_of(target) -> str | None:
     try:
-        return DecoderTraits.of(load_factory(_table()[name])).role
+        return DecoderTraits.of(load_factory(target)).role
     except Exception:  # an adapter that does not import: its role is unknown
         return None
 
@@ -128,36 +145,26 @@ def expand_decoder_names(names) -> list[str]:
 
 
 def register_decoder(name: str, factory, *, replace: bool = False) -> None:
-    """Register ``factory`` (a class, a zero-argument function or ``"module:attr"``)."""
-    if not replace and name in _table():
-        raise ValueError(f"name: decoder {name!r} is already registered "
-                         f"(pass replace=True to replace it)")
-    _added[name] = factory
+    """Register ``factory`` (a class, a zero-argument function or ``"module:attr"``) as the
+    decoder or aligner ``name``; a name already known is a ValueError unless ``replace``.
+    To run isolated, it must be importable in a worker process, as for a backend."""
+    DECODERS.register(name, factory, replace=replace)
+
+
+def unregister_decoder(name: str) -> None:
+    """Remove ``name``: one added by :func:`register_decoder` is forgotten, a built-in or
+    entry-point one hidden until registered again; an unknown name is a KeyError."""
+    DECODERS.unregister(name)
 
 
 def check_decoder_names(names, option: str = "decoder") -> None:
-    one_of(option, names, _table())
+    DECODERS.check(names, option)
 
 
 def get_decoder(name: str, *, isolated: bool | None = None) -> "LoadedDecoder":
     """Build the decoder or aligner ``name``; ``BackendUnavailable`` if it cannot run here.
     ``isolated``: in a worker process (``None``: as its trait says; malformed input: True)."""
-    table = _table()
-    one_of("decoder", name, table)
-    try:
-        factory = load_factory(table[name])
-    except ImportError as exc:
-        raise BackendUnavailable(f"cannot import decoder {name!r}: {exc}") from None
-    impl = factory()
-    traits = DecoderTraits.of(impl)
-    worker = None
-    if traits.isolated if isolated is None else isolated:
-        from ctcbench.runtime.protocol import BackendTraits
-        from ctcbench.runtime.worker import IsolatedBackend
-        worker = IsolatedBackend(name, factory_spec(table[name], factory),
-                                 BackendTraits(isolated=True, timeout_s=traits.timeout_s,
-                                               startup_timeout_s=traits.startup_timeout_s))
-    return LoadedDecoder(name, impl, traits, worker)
+    return LoadedDecoder(name, *DECODERS.build(name, isolated=isolated))
 
 
 class LoadedDecoder:

@@ -1,5 +1,5 @@
-"""How a backend's factory is named and found: the one piece the registry (in this process)
-and a worker process (rebuilding the backend there) share.
+"""How an implementation's factory is named and found: the one piece the registries (in this
+process, ``ctcbench.runtime.table``) and a worker process (rebuilding it there) share.
 
 A table entry is a ``"module:attr"`` string, an entry point, or the class or zero-argument
 function itself, or a ``functools.partial`` of one with JSON keyword arguments (a user's CTC
@@ -13,7 +13,7 @@ import importlib
 import json
 
 
-def _is_entry_point(target) -> bool:
+def is_entry_point(target) -> bool:
     return hasattr(target, "load") and hasattr(target, "group")
 
 
@@ -24,7 +24,7 @@ def load_factory(target):
         module, _, attr = path.partition(":")
         factory = getattr(importlib.import_module(module), attr)
         return functools.partial(factory, **json.loads(kwargs)) if kwargs else factory
-    if _is_entry_point(target):
+    if is_entry_point(target):
         return target.load()
     return target
 
@@ -34,7 +34,7 @@ def factory_spec(target, factory) -> str:
     (``factory``: what :func:`load_factory` made of it); a ValueError when there is none."""
     if isinstance(target, str):
         return target
-    if _is_entry_point(target):
+    if is_entry_point(target):
         return target.value
     if isinstance(factory, functools.partial) and not factory.args:
         return f"{factory_spec(factory.func, factory.func)} {json.dumps(factory.keywords)}"

@@ -3,8 +3,9 @@ returns, and the exceptions it raises.
 
 A backend is any object with ``run(problem, *, grad_weights=None)`` (:class:`Backend`). Every
 other attribute is optional; :class:`BackendTraits` lists each one with its default and
-meaning, and ``BackendTraits.of(backend)`` is the one place that reads them, so drivers and
-the worker never guess a default of their own. Shape letters are those of
+meaning, and ``BackendTraits.of(backend)`` reads them, so drivers and the worker never guess a
+default of their own. :func:`read_traits` is the one reader of any kind's traits (the
+decoders' ``DecoderTraits`` too). Shape letters are those of
 :mod:`ctcbench.core.problem` (``T`` frames, ``N`` batch, ``C`` classes incl. blank).
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from ctcbench.core.arrays import to_numpy
 from ctcbench.core.problem import FLOAT_DTYPES
+from ctcbench.errors import InputError, one_of
 from ctcbench.runtime.status import Status
 
 DEFAULT_TIMEOUT_S = 120.0  # per problem; the first problem of a shape may include a JIT compile
@@ -108,9 +110,9 @@ class Backend(Protocol):
     raises :class:`UnsupportedProblem` from ``run``.
 
     Optional attributes (``isolated``, ``dtypes``, ``device``, ``known_issues``,
-    ``packages``, ``timeout_s``, ``startup_timeout_s``, ``prepare``, ``nondeterministic``) are
-    listed with their defaults in :class:`BackendTraits`; they are not protocol members, so a
-    plugin with only ``run`` satisfies ``isinstance(plugin, Backend)``.
+    ``packages``, ``timeout_s``, ``startup_timeout_s``, ``prepare``, ``nondeterministic``,
+    ``compile_ahead``) are listed with their defaults in :class:`BackendTraits`; they are not
+    protocol members, so a plugin with only ``run`` satisfies ``isinstance(plugin, Backend)``.
     """
 
     def run(self, problem, *, grad_weights=None) -> Any: ...
@@ -141,8 +143,8 @@ def kernel_call(backend, problem, traits: "BackendTraits | None" = None) -> Call
     return lambda: backend.run(problem, **kwargs)
 
 
-# Each check returns the trait's normalised value or raises TypeError; BackendTraits.of turns
-# that into one ValueError naming the class, the attribute and what was expected.
+# Each check returns the trait's normalised value or raises TypeError; read_traits turns that
+# into one ValueError naming the class, the attribute and what was expected.
 def _strings(value) -> tuple[str, ...]:
     if isinstance(value, str) or not all(isinstance(v, str) for v in value):
         raise TypeError
@@ -199,19 +201,65 @@ def _string(value) -> str:
     return value
 
 
-# attribute -> (what it must be, for the error; how to check and normalise it)
-_CHECKS: dict[str, tuple[str, Callable]] = {
+def choice(values) -> tuple[str, Callable]:
+    """A trait check for a word from ``values``: a wrong one is ``one_of``'s error (with its
+    "did you mean"), anything but a string the usual "expected one of ..."."""
+    def check(value):
+        if not isinstance(value, str):
+            raise TypeError
+        one_of("trait", value, values)
+        return value
+    return f"one of {', '.join(sorted(values))}", check
+
+
+TraitChecks = Mapping[str, tuple[str, Callable]]  # attribute -> (what it must be, for the
+# error; a function returning the value normalised, raising TypeError when it is not that)
+
+# what any kind of implementation (a backend, a decoder) declares alike: its worker process
+# and the packages whose versions a run records
+SHARED_CHECKS: TraitChecks = MappingProxyType({
     "isolated": ("True or False", _flag),
-    "dtypes": (f"None or a non-empty tuple of names from {', '.join(FLOAT_DTYPES)}", _dtypes),
-    "device": ("a device name such as 'cpu' or 'cuda'", _string),
-    "known_issues": ("a mapping of 'case/dtype' glob to a reason (str -> str)", _issues),
     "packages": ("a tuple of import names", _strings),
     "timeout_s": ("a positive finite number of seconds", _seconds),
     "startup_timeout_s": ("a positive finite number of seconds", _seconds),
     "prepare": ("None or a method taking no arguments", _callable_or_none),
+})
+
+_CHECKS: TraitChecks = {
+    **SHARED_CHECKS,
+    "dtypes": (f"None or a non-empty tuple of names from {', '.join(FLOAT_DTYPES)}", _dtypes),
+    "device": ("a device name such as 'cpu' or 'cuda'", _string),
+    "known_issues": ("a mapping of 'case/dtype' glob to a reason (str -> str)", _issues),
     "nondeterministic": ("None or a non-negative finite number (how far two calls may differ)",
                          _tolerance_or_none),
+    "compile_ahead": ("None or a method taking no arguments (returning a note or None)",
+                      _callable_or_none),
 }
+
+
+def read_traits(cls, impl, checks: TraitChecks, **derived):
+    """The traits dataclass ``cls`` as ``impl`` (an implementation object, or its class)
+    declares it: each field ``impl`` has as an attribute, checked and normalised by
+    ``checks`` (a field without a check is taken as it is); ``derived``, what the caller read
+    off ``impl`` (a signature, a method), never declared; the defaults for the rest. A declared
+    value of the wrong kind is a ValueError "CLASS.ATTR: expected X, got Y"."""
+    owner = impl.__name__ if isinstance(impl, type) else type(impl).__name__
+    values = dict(derived)
+    for f in fields(cls):
+        if f.name in derived or not hasattr(impl, f.name):
+            continue
+        value = getattr(impl, f.name)
+        if f.name not in checks:
+            values[f.name] = value
+            continue
+        expected, check = checks[f.name]
+        try:
+            values[f.name] = check(value)
+        except TypeError:
+            raise ValueError(f"{owner}.{f.name}: expected {expected}, got {value!r}") from None
+        except InputError as exc:  # a check's own message (one_of's): named for the trait
+            raise type(exc)(f"{owner}.{f.name}", exc.problem) from None
+    return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -248,6 +296,17 @@ class BackendTraits:
     # nondeterministic (atomics, a reduction order that changes) and two calls may differ by up
     # to this much, absolute, in each loss and gradient entry
     nondeterministic: float | None = None
+    # compare calls it once, in this process and only for a backend that runs here (not
+    # isolated), before the backend's rows: it compiles what the first run would (numba's
+    # kernel, into its disk cache) in a child process, so the compile holds no lock of this
+    # process, and returns a note saying what it did, or None when there was nothing to do.
+    # None: nothing to compile ahead
+    compile_ahead: Callable[[], str | None] | None = None
+    # the adapter hands its framework logit 0 on padded frames (CTCProblem.clean_logits), not
+    # what the case holds there, so NaN or inf padding never reaches the framework; compare
+    # notes it on the rows of cases that put values there. False: padded frames reach it as
+    # they are
+    clears_padded_frames: bool = False
     # run() accepts grad_weights (see Backend); read off its signature, never declared
     takes_grad_weights: bool = False
     # the backend has its own reduction, ``run_reduced(problem, *, reduction, zero_infinity)``
@@ -284,22 +343,12 @@ class BackendTraits:
     def of(cls, backend) -> "BackendTraits":
         """The traits ``backend`` declares, defaults for the rest; a declared value of the
         wrong kind is a ValueError "CLASS.ATTR: expected X, got Y"."""
-        values = {"takes_grad_weights": run_takes(backend, "grad_weights"),
-                  "runs_reduced": callable(getattr(backend, "run_reduced", None)),
-                  "takes_exact_shape": run_takes(backend, "exact_shape"),
-                  "has_kernel": callable(getattr(backend, "kernel", None)),
-                  "has_raw_ctc": callable(getattr(backend, "raw_ctc", None))}
-        for f in fields(cls):
-            if f.name not in _CHECKS or not hasattr(backend, f.name):
-                continue
-            value = getattr(backend, f.name)
-            expected, check = _CHECKS[f.name]
-            try:
-                values[f.name] = check(value)
-            except TypeError:
-                raise ValueError(f"{type(backend).__name__}.{f.name}: expected {expected}, "
-                                 f"got {value!r}") from None
-        return cls(**values)
+        return read_traits(cls, backend, _CHECKS,
+                           takes_grad_weights=run_takes(backend, "grad_weights"),
+                           runs_reduced=callable(getattr(backend, "run_reduced", None)),
+                           takes_exact_shape=run_takes(backend, "exact_shape"),
+                           has_kernel=callable(getattr(backend, "kernel", None)),
+                           has_raw_ctc=callable(getattr(backend, "raw_ctc", None)))
 
 
 # -- checking what crosses the contract -------------------------------------------------------

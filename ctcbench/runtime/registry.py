@@ -5,7 +5,8 @@ Constructing a backend must be cheap and must raise :class:`BackendUnavailable` 
 cannot run here (package missing, no GPU). Third parties register a class or zero-argument
 factory under the entry-point group ``ctcbench.backends`` (the entry point's name is the
 backend's name) or at run time with :func:`register_backend`. Nothing is imported until a
-backend is asked for.
+backend is asked for. The table is a :class:`~ctcbench.runtime.table.Registry`, the design the
+decoders' registry (``ctcbench.runtime.decoders``) shares.
 
 A backend with ``isolated = True`` (the third-party frameworks) runs in a worker process,
 see ``ctcbench.runtime.worker``; a crash or hang there raises :class:`BackendCrashed` or
@@ -19,10 +20,7 @@ import importlib.metadata
 import types
 import warnings
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 
-from ctcbench.errors import one_of
-from ctcbench.runtime.factory import factory_spec, load_factory
 from ctcbench.runtime.protocol import (
     BackendResult,
     BackendTraits,
@@ -33,11 +31,12 @@ from ctcbench.runtime.protocol import (
     call_raw,
     grad_weights_array,
 )
+from ctcbench.runtime.table import Registry
 
 ENTRY_POINT_GROUP = "ctcbench.backends"
 
 # name -> "module:attribute" (a class or zero-argument factory). Built-ins go through the same
-# path as plugins; entry points are merged in by _base_table().
+# path as plugins; entry points and register_backend() add to it (LOSSES).
 BUILTIN_BACKENDS: dict[str, str] = {
     "numpy": "ctcbench.backends.numpy_ref:NumpyBackend",
     "numba": "ctcbench.backends.numba.backend:NumbaBackend",
@@ -61,22 +60,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
 REFERENCE = "numpy"  # the exact float64 reference: compare, fuzz and the oracles check against it
 FAST_ORACLE = "numba"  # exact against REFERENCE (its own tests, fuzzed clean), fast at any size
 
-_added: dict[str, object] = {}  # name -> factory or "module:attr", set by register_backend()
-_hidden: set[str] = set()  # built-in or entry-point names taken away by unregister_backend()
-
-
-def _base_table() -> dict[str, object]:
-    """Built-ins, then entry points (a built-in name wins)."""
-    table: dict[str, object] = dict(BUILTIN_BACKENDS)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        table.setdefault(ep.name, ep)
-    return table
-
-
-def _table() -> dict[str, object]:
-    table = {name: target for name, target in _base_table().items() if name not in _hidden}
-    table.update(_added)
-    return table
+LOSSES = Registry("backend", BUILTIN_BACKENDS, ENTRY_POINT_GROUP, BackendTraits)
 
 
 def register_backend(name: str, factory, *, replace: bool = False) -> None:
@@ -86,26 +70,14 @@ def register_backend(name: str, factory, *, replace: bool = False) -> None:
     To run isolated, the factory must be importable in a worker process: a module-level
     class or function, or a ``"module:attr"`` string.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name: expected a non-empty string, got {name!r}")
-    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
-        raise ValueError(f"factory: expected a class, a zero-argument function or a "
-                         f"'module:attr' string, got {factory!r}")
-    if not replace and name in _table():
-        raise ValueError(f"name: backend {name!r} is already registered "
-                         f"(pass replace=True to replace it)")
-    _added[name] = factory
+    LOSSES.register(name, factory, replace=replace)
 
 
 def unregister_backend(name: str) -> None:
     """Remove the backend ``name``: one added by :func:`register_backend` is forgotten, a
     built-in or entry-point one is hidden until a backend is registered under its name
     again. An unknown name is a KeyError naming it and the known ones."""
-    table = _table()
-    one_of("backend", name, table)
-    _added.pop(name, None)
-    if name in _base_table():
-        _hidden.add(name)
+    LOSSES.unregister(name)
 
 
 def register(name: str, factory, *, overwrite: bool = False) -> None:
@@ -116,13 +88,13 @@ def register(name: str, factory, *, overwrite: bool = False) -> None:
 
 
 def backend_names() -> list[str]:
-    return sorted(_table())
+    return LOSSES.names()
 
 
 def check_backend_names(names, option: str = "backend") -> None:
     """An UnknownName (a KeyError) naming ``option`` unless every one of ``names`` is
     registered, with a "did you mean" for a near miss: before any work starts."""
-    one_of(option, names, _table())
+    LOSSES.check(names, option)
 
 
 def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
@@ -132,27 +104,13 @@ def get_backend(name: str, *, isolated: bool | None = None) -> "LoadedBackend":
     backend's own ``isolated`` trait (third-party frameworks set it); ``False`` forces
     the in-process path, ``True`` isolates any backend.
     """
-    table = _table()
-    one_of("backend", name, table)
-    try:
-        factory = load_factory(table[name])
-    except ImportError as exc:
-        raise BackendUnavailable(f"cannot import backend {name!r}: {exc}") from None
-    impl = factory()
-    traits = BackendTraits.of(impl)
-    worker = None
-    if isolated if isolated is not None else traits.isolated:
-        from ctcbench.runtime.worker import IsolatedBackend
-        worker = IsolatedBackend(name, factory_spec(table[name], factory), traits)
-    return LoadedBackend(name, impl, traits, worker)
+    return LoadedBackend(name, *LOSSES.build(name, isolated=isolated))
 
 
 def backend_spec(name: str) -> str:
     """``"module:attr"`` from which another process (a worker, a Dask worker) can build the
     backend ``name`` as it is registered here; a ValueError when it has none."""
-    table = _table()
-    one_of("backend", name, table)
-    return factory_spec(table[name], load_factory(table[name]))
+    return LOSSES.spec(name)
 
 
 class LoadedBackend:
@@ -239,7 +197,7 @@ def list_backends() -> list[BackendInfo]:
     """Every known backend, whether it can run here and, if not, why and how to fix it."""
     infos = []
     for name in backend_names():
-        source = "builtin" if name in BUILTIN_BACKENDS and name not in _added else "plugin"
+        source = LOSSES.source(name)
         try:
             backend = get_backend(name)
         except BackendUnavailable as exc:

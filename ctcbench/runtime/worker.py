@@ -27,11 +27,14 @@ import sys
 import tempfile
 import time
 import traceback
+from typing import Protocol
 
 import numpy as np
 
 from ctcbench.errors import InputError, expect
 from ctcbench.runtime.protocol import (
+    DEFAULT_STARTUP_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
     BackendCrashed,
     BackendResult,
     BackendTimeout,
@@ -132,6 +135,8 @@ def _serve(spec: str, name: str) -> int:
         try:
             problem = _problem_from(header, arrays) if "logits" in arrays else stored
             kwargs = {"grad_weights": arrays["grad_weights"]} if "grad_weights" in arrays else {}
+            if kwargs and not traits.takes_grad_weights:
+                raise UnsupportedProblem(f"{name}: run() takes no grad_weights (upstream gradient)")
             if header.get("exact_shape") and traits.takes_exact_shape:
                 kwargs["exact_shape"] = True
             if header["op"] == "bench":
@@ -314,19 +319,29 @@ def shutdown_workers() -> None:
 atexit.register(shutdown_workers)
 
 
-class IsolatedBackend:
-    """Runs ``spec`` (``"module:attr"``) in a long-lived worker; same ``run`` as any backend.
+class WorkerLimits(Protocol):
+    """What a worker needs of an implementation's traits, which every kind's traits have
+    (``BackendTraits``, the decoders' ``DecoderTraits``)."""
 
-    ``traits`` (:class:`~ctcbench.runtime.protocol.BackendTraits`, default: every default) give the
-    timeouts and whether ``run`` takes ``grad_weights``. Workers are shared per (spec, name),
-    so asking for the backend again reuses the live worker instead of paying the framework
-    import again.
+    timeout_s: float  # per call
+    startup_timeout_s: float  # spawn, imports, prepare()
+
+
+class IsolatedBackend:
+    """Runs ``spec`` (``"module:attr"``) in a long-lived worker; same ``run`` as any backend,
+    and ``call`` for any other method (a decoder's).
+
+    ``limits``: the implementation's traits, for its timeouts (default: the contract's
+    defaults). Workers are shared per (spec, name), so asking for the implementation again
+    reuses the live worker instead of paying the framework import again.
     """
 
-    def __init__(self, name: str, spec: str, traits: BackendTraits | None = None):
+    def __init__(self, name: str, spec: str, limits: WorkerLimits | None = None):
         self.name = name
         self.spec = spec
-        self.traits = traits if traits is not None else BackendTraits()
+        self.timeout_s = limits.timeout_s if limits is not None else DEFAULT_TIMEOUT_S
+        self.startup_timeout_s = (limits.startup_timeout_s if limits is not None
+                                  else DEFAULT_STARTUP_TIMEOUT_S)
 
     @property
     def worker_pid(self) -> int | None:
@@ -340,7 +355,7 @@ class IsolatedBackend:
             worker.close()  # started for another thread count (bench --threads 1,2)
         if worker is None or not worker.alive():
             _workers.pop(key, None)
-            worker = _workers[key] = _Worker(self.spec, self.name, self.traits.startup_timeout_s)
+            worker = _workers[key] = _Worker(self.spec, self.name, self.startup_timeout_s)
         return worker
 
     def _request(self, header: dict, arrays: dict | None, calls: int = 1,
@@ -357,7 +372,7 @@ class IsolatedBackend:
             raise
         try:
             worker.send(pack(header, arrays))
-            per_call = self.traits.timeout_s if timeout_s is None else timeout_s
+            per_call = self.timeout_s if timeout_s is None else timeout_s
             reply, out = worker.receive(per_call * calls)
         except _Died:
             _workers.pop(key, None)
@@ -378,9 +393,8 @@ class IsolatedBackend:
                   timeout_s: float | None = None) -> tuple[BackendResult, float, float]:
         """``run``, plus the seconds the call took here (the whole round trip: sending the
         problem, the call, the reply) and inside the worker (the backend's ``run`` alone).
-        ``exact_shape`` is passed on to a backend whose ``run`` takes it."""
-        if grad_weights is not None and not self.traits.takes_grad_weights:
-            raise UnsupportedProblem(f"{self.name}: run() takes no grad_weights (upstream gradient)")
+        ``exact_shape`` is passed on to a backend whose ``run`` takes it; ``grad_weights``
+        to one whose ``run`` does not is UnsupportedProblem (from the worker)."""
         header, arrays = _problem_arrays(problem, grad_weights)
         header["exact_shape"] = exact_shape
         t0 = time.perf_counter()

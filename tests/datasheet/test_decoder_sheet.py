@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from ctcbench.cli import cli
 from ctcbench.datasheet.decoders import probe_decoder
-from ctcbench.runtime.decoders import register_decoder
+from ctcbench.runtime.decoders import register_decoder, unregister_decoder
 
 
 def _by_probe(name):
@@ -30,15 +30,17 @@ def test_our_decoders_refuse_what_has_no_answer_and_answer_the_rest():
 
 
 def test_a_crash_is_contained_and_garbage_is_seen():
-    register_decoder("aborting", "tests.decoding.faulty_decoders:AbortingOnNaNGreedy",
-                     replace=True)
-    rows = _by_probe("aborting")
-    assert rows["NaN in a valid frame"]["status"] == "crashes"
-    assert rows["no frames"]["status"] == "returns" and rows["no frames"]["sane"]  # restarted
-    register_decoder("padding-reader", "tests.decoding.faulty_decoders:PaddingReadingGreedy",
-                     replace=True)
-    reader = _by_probe("padding-reader")
-    assert reader["no frames"]["status"] == "returns" and not reader["no frames"]["sane"]
+    register_decoder("aborting", "tests.decoding.faulty_decoders:AbortingOnNaNGreedy")
+    register_decoder("padding-reader", "tests.decoding.faulty_decoders:PaddingReadingGreedy")
+    try:
+        rows = _by_probe("aborting")
+        assert rows["NaN in a valid frame"]["status"] == "crashes"
+        assert rows["no frames"]["status"] == "returns" and rows["no frames"]["sane"]  # restarted
+        reader = _by_probe("padding-reader")
+        assert reader["no frames"]["status"] == "returns" and not reader["no frames"]["sane"]
+    finally:
+        unregister_decoder("aborting")
+        unregister_decoder("padding-reader")
 
 
 def test_the_command():

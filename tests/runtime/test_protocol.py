@@ -28,7 +28,8 @@ from ctcbench.runtime.registry import BUILTIN_BACKENDS, backend_names
 DOCUMENTED_DEFAULTS = {"isolated": False, "dtypes": None, "device": "cpu", "known_issues": {},
                        "packages": (), "timeout_s": 120.0, "startup_timeout_s": 300.0,
                        "prepare": None, "nondeterministic": None, "takes_grad_weights": False,
-                       "takes_exact_shape": False}
+                       "takes_exact_shape": False, "compile_ahead": None}
+METHOD_TRAITS = ("prepare", "compile_ahead")  # declared as methods: read bound
 
 F32_64 = ("float32", "float64")
 # read off run()'s signature, not declared as attributes
@@ -101,7 +102,7 @@ def test_builtin_adapter_is_a_backend_with_its_declared_traits(name):
     for trait, default in DOCUMENTED_DEFAULTS.items():
         got = getattr(traits, trait)
         said = _declared(type(impl), trait)
-        if trait == "prepare" and said is not ...:
+        if trait in METHOD_TRAITS and said is not ...:
             assert got.__func__ is said, trait
         else:
             assert (dict(got) if trait == "known_issues" else got) == (
@@ -153,6 +154,7 @@ def test_declared_traits_are_normalised():
     ("known_issues", ["tf_basic/*"], "a mapping of 'case/dtype' glob to a reason"),
     ("packages", "jax", "a tuple of import names"),
     ("prepare", "soon", "None or a method taking no arguments"),
+    ("compile_ahead", True, "None or a method taking no arguments"),
 ])
 def test_a_trait_of_the_wrong_kind_names_class_and_attribute(attr, value, expected):
     """A malformed trait is one ValueError "CLASS.ATTR: expected X, got Y", not a late crash."""
@@ -268,3 +270,28 @@ def test_register_alias_still_works_and_warns():
         assert "via-alias" in backend_names()
     finally:
         unregister_backend("via-alias")
+
+
+class CompilesAhead:
+    """Declares compile_ahead (counting its calls); answers as the float64 reference."""
+
+    asked = 0
+
+    def compile_ahead(self):
+        CompilesAhead.asked += 1
+        return None
+
+    def run(self, problem, *, grad_weights=None):
+        return get_backend("numpy").run(problem, grad_weights=grad_weights)
+
+
+def test_compare_compiles_ahead_through_the_trait(register_backends, tmp_path):
+    """compare asks a backend declaring compile_ahead once, before its rows, which stay exact."""
+    from ctcbench.compare.run import compare
+    register_backends("ahead", CompilesAhead)
+    assert BackendTraits.of(CompilesAhead()).compile_ahead is not None
+    CompilesAhead.asked = 0
+    result = compare(["ahead"], cases=["single_alignment_repeats"], dtypes=["float64"],
+                     out=tmp_path / "c", progress=False, plot=False)
+    assert CompilesAhead.asked == 1
+    assert list(result.rows["status"]) == ["ok"]

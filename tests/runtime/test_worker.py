@@ -241,3 +241,19 @@ def test_bench_records_a_worker_that_dies_while_timed_and_goes_on(tmp_path, tiny
     again = bench(backends=["segv-always", "numpy"], grid=str(tiny_grid), repeat=2,
                   out=tmp_path / "r", resume=True, plot=False, progress=False)
     assert again.resumed == 0  # the crashed row is not taken as done
+
+
+def test_the_worker_itself_refuses_weights_its_backend_cannot_take(rng):
+    """IsolatedBackend used directly: grad_weights for a run() without them is UnsupportedProblem
+    from the worker, which lives on and answers exactly."""
+    worker = IsolatedBackend("prints-direct", "misbehaving_backends:PrintsToStdout")
+    problem = random_problem(rng, T=5, N=2, C=3, L=2)
+    try:
+        with pytest.raises(UnsupportedProblem,
+                           match=r"^prints-direct: run\(\) takes no grad_weights"):
+            worker.run(problem, grad_weights=np.ones(2))
+        pid = worker.worker_pid
+        check_against_brute_force(problem, worker.run(problem))
+        assert worker.worker_pid == pid
+    finally:
+        worker.close()
