@@ -5,9 +5,12 @@ Independent of any decoder (they share only the map ``B``, :func:`collapse`):
     its paths, by enumerating all C^T paths (tiny T and C only);
   * :func:`labelling_logprob`: one labelling's log-probability at any size, minus its CTC loss
     from the float64 reference (:mod:`ctcbench.core.reference`);
-  * :func:`best_path_score`: the log-probability of a target's most probable path, by a
-    max-plus recursion over its extended labels (any T): what a forced aligner must find;
-  * :func:`prefix_count`: how many labellings a beam must hold to be exact.
+  * :func:`best_path`: a target's most probable path and its log-probability, by a max-plus
+    recursion over its extended labels (any T): what a forced aligner must find (the
+    ``viterbi`` aligner is this function behind the decoder contract); :func:`best_path_score`
+    its log-probability alone;
+  * :func:`prefix_count`: how many labellings a beam must hold to be exact (the prefix beam
+    search itself: :mod:`ctcbench.core.beam`).
 """
 from __future__ import annotations
 
@@ -68,24 +71,44 @@ def labelling_logprob(lp: np.ndarray, labellings, *, blank: int = 0) -> np.ndarr
     return -np.asarray(loss, dtype=np.float64)
 
 
-def best_path_score(lp: np.ndarray, target, *, blank: int = 0) -> float:
-    """max over the paths ``B^-1(target)`` of ``sum_t lp[t, path_t]`` (``-inf``: none)."""
+def best_path(lp: np.ndarray, target, *,
+              blank: int = 0) -> tuple[tuple[int, ...] | None, float]:
+    """``(path, score)``: a path of ``B^-1(target)`` through one sample's ``lp (T, C)`` with
+    the highest ``sum_t lp[t, path_t]``, as ``T`` classes (blanks included), and that sum;
+    ``(None, score)`` where the score is not finite: ``-inf`` where no path of ``T`` frames
+    spells ``target``. Ties: staying in a state before moving one state, before skipping a
+    blank; ending on the last label before the trailing blank."""
     target = np.asarray(list(target), dtype=np.int64).reshape(1, -1)
     ext, _, _ = extended_labels(target, np.array([target.shape[1]]), blank)
     ext = ext[0]  # (S,) blank, l1, blank, ..., blank
     T, S = lp.shape[0], len(ext)
     if T == 0:
-        return 0.0 if S == 1 else -np.inf
+        return ((), 0.0) if S == 1 else (None, -np.inf)
     skip = np.zeros(S, dtype=bool)  # s may be entered from s - 2: a label unlike the one before
     skip[2:] = (ext[2:] != blank) & (ext[2:] != ext[:-2])
-    score = np.full(S, -np.inf)
+    score = np.full(S, -np.inf)  # (S,) the best path ending in each state
     score[:2] = lp[0, ext[:2]]
+    moved = np.zeros((T, S), dtype=np.int8)  # (T, S) states moved to enter s at t: 0, 1 or 2
     for t in range(1, T):
-        prev = score.copy()
-        prev[1:] = np.maximum(prev[1:], score[:-1])
-        prev[2:] = np.where(skip[2:], np.maximum(prev[2:], score[:-2]), prev[2:])
-        score = prev + lp[t, ext]
-    return float(np.max(score[-2:]) if S > 1 else score[-1])
+        options = np.full((3, S), -np.inf)  # (3, S) from s, s - 1, s - 2
+        options[0] = score
+        options[1, 1:] = score[:-1]
+        options[2, 2:] = np.where(skip[2:], score[:-2], -np.inf)
+        moved[t] = options.argmax(0)  # the first maximum: the fewest states moved
+        score = options[moved[t], np.arange(S)] + lp[t, ext]
+    end = S - 1 if S == 1 else S - 2 + int(np.argmax(score[-2:]))  # (a NaN wins, as in max)
+    best = float(score[end])
+    if not np.isfinite(best):
+        return None, best
+    states = [end]
+    for t in range(T - 1, 0, -1):
+        states.append(states[-1] - int(moved[t, states[-1]]))
+    return tuple(int(ext[s]) for s in reversed(states)), best
+
+
+def best_path_score(lp: np.ndarray, target, *, blank: int = 0) -> float:
+    """max over the paths ``B^-1(target)`` of ``sum_t lp[t, path_t]`` (``-inf``: none)."""
+    return best_path(lp, target, blank=blank)[1]
 
 
 def path_score(lp: np.ndarray, path) -> float:

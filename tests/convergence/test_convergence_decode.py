@@ -1,21 +1,11 @@
-"""Beam search and error rates against brute-force enumeration and hand-counted edits."""
-import itertools
-
+"""Convergence's beam decoding and error rates against brute-force enumeration and hand-counted
+edits (the beam search itself: tests/core/test_beam.py)."""
 import numpy as np
 import pytest
 
-from ctcbench.convergence.decode import beam_decode, error_rates, prefix_beam_search
-from ctcbench.core.ctcmath import collapse, log_softmax
-
-
-def _labelling_probs(lp, blank=0):
-    """Oracle: sum the probability of every path, grouped by the labelling it collapses to."""
-    T, C = lp.shape
-    totals = {}
-    for path in itertools.product(range(C), repeat=T):
-        label = collapse(path, blank=blank)
-        totals[label] = np.logaddexp(totals.get(label, -np.inf), lp[np.arange(T), path].sum())
-    return totals
+from ctcbench.convergence.decode import beam_decode, error_rates
+from ctcbench.core.ctcmath import log_softmax
+from ctcbench.core.decoding import labelling_logprobs, prefix_count
 
 
 @pytest.mark.parametrize("T,C", [(3, 3), (4, 3), (5, 3), (4, 4)])
@@ -23,24 +13,33 @@ def test_wide_beam_finds_most_probable_labelling(rng, T, C):
     """A beam wide enough to keep every prefix returns the argmax labelling of the enumeration."""
     for _ in range(5):
         lp = log_softmax(rng.normal(size=(T, C)) * 2)  # (T, C)
-        totals = _labelling_probs(lp)
-        best = max(totals, key=totals.get)
-        found, logp = prefix_beam_search(lp, beam=C ** T)
-        assert found == best
-        assert logp == pytest.approx(totals[best], abs=1e-9)
+        totals = labelling_logprobs(lp)
+        [found] = beam_decode(lp[:, None, :], [T], beam=prefix_count(T, C))
+        assert found == max(totals, key=totals.get)
 
 
-def test_beam_decode_batch_matches_per_sample(rng):
-    """beam_decode over a batch respects each sample's length."""
-    lp = log_softmax(rng.normal(size=(5, 2, 3)))  # (T, N, C)
-    out = beam_decode(lp, [5, 2], beam=4)
-    assert out[1] == prefix_beam_search(lp[:2, 1], beam=4)[0]
+def test_beam_decode_batch_respects_each_sample_length(rng):
+    """Each sample is decoded from its own frames only: the frames past its length (NaN here)
+    are never read, and each answer is its frames' most probable labelling."""
+    lp = log_softmax(rng.normal(size=(5, 2, 3)) * 2)  # (T, N, C)
+    lp[2:, 1] = np.nan
+    out = beam_decode(lp, [5, 2], beam=prefix_count(5, 3))
+    for n, T in enumerate([5, 2]):
+        totals = labelling_logprobs(lp[:T, n])
+        assert out[n] == max(totals, key=totals.get)
 
 
-def test_beam_rejects_zero_width():
-    """A beam of width 0 is a clear error naming the argument."""
-    with pytest.raises(ValueError, match=r"beam: expected an integer in \[1, 256\]"):
-        prefix_beam_search(np.zeros((2, 3)), beam=0)
+def test_a_nan_model_decodes_as_nothing():
+    """Outputs of a diverged model (NaN everywhere) read as the empty line, as greedy reads
+    them (the argmax of NaN frames is class 0, the blank)."""
+    assert beam_decode(np.full((4, 2, 3), np.nan), [4, 4], beam=4) == [(), ()]
+
+
+@pytest.mark.parametrize("beam", [0, 257])
+def test_beam_outside_its_range_is_refused(beam):
+    """A beam of width 0 or above MAX_BEAM is a clear error naming the argument."""
+    with pytest.raises(ValueError, match=rf"beam: expected an integer in \[1, 256\], got {beam}"):
+        beam_decode(np.zeros((2, 1, 3)), [2], beam=beam)
 
 
 def test_error_rates_hand_counted():
