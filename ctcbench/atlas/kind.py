@@ -4,10 +4,6 @@ from enum import StrEnum
 
 from ctcbench.runs.kinds import RunKind
 
-KIND = RunKind("atlas", row_format=1, key=("id",), floats=(),
-               exports=("rows.json", "versions.json", "compare/", "versions/", "report.html"),
-               context="ctcbench.atlas.page:context")
-
 
 class Outcome(StrEnum):
     """An atlas row's ``status``: what trying the entry here showed."""
@@ -17,3 +13,12 @@ class Outcome(StrEnum):
     CANNOT_TRY = "cannot try"
     GPU_ONLY = "gpu only"
     NO_CASE = "no case"
+
+
+UNTRIED = (Outcome.CANNOT_TRY, Outcome.GPU_ONLY, Outcome.NO_CASE)  # not tried here: the row's
+# reason says why, in the table and on the page
+
+
+KIND = RunKind("atlas", row_format=1, key=("id",), floats=(),
+               exports=("rows.json", "versions.json", "compare/", "versions/", "report.html"),
+               context="ctcbench.atlas.page:context", statuses={"status": Outcome})

@@ -20,9 +20,7 @@ from ctcbench.runs.store import RunResult, check_out, open_run
 from ctcbench.runtime.measure import BASELINE, measure_size, resolve_backends, set_threads
 from ctcbench.runtime.sizes import load_grid
 from ctcbench.settings import from_options
-from ctcbench.runtime.status import Status
-
-FAILED = ("error", "crashed", "timeout")
+from ctcbench.runtime.status import TIMED, TRANSIENT, Status
 
 
 def records(df: pd.DataFrame) -> list[dict]:
@@ -44,7 +42,7 @@ def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, t
     good = {}
     for r in run.rows():
         good.setdefault(size_key(r), set())
-        if r.get("status") not in FAILED and r.get("repeat") == repeat:
+        if r.get("status") not in TRANSIENT and r.get("repeat") == repeat:
             good[size_key(r)].add(r.get("backend"))
     done = {k for k, names in good.items() if set(resolved) <= names}
     run.keep_rows(lambda r: size_key(r) in done)
@@ -121,9 +119,7 @@ def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on
         files = [run.run_dir / "bench.csv", run.run_dir / "bench.json"]
         if plot:
             files += bench_plots(rows, run.run_dir)
-    counts = {s: sum(r.get("status") == s for r in rows)  # the statuses a timing row can have
-              for s in (Status.OK, Status.ERROR, Status.CRASHED, Status.TIMEOUT,
-                        Status.UNSUPPORTED, Status.SKIPPED)}
+    counts = {s: sum(r.get("status") == s for r in rows) for s in TIMED}
     summary = {"failed": bool(regressions), "regressions": regressions, "counts": counts,
                "resumed_sizes": resumed, "run_dir": str(run.run_dir)}
     return RunResult(run.run_dir, df, summary, run.environment, resumed=resumed, files=files)

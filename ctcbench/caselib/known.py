@@ -23,11 +23,14 @@ from packaging.version import InvalidVersion, Version
 from ctcbench.core.problem import FLOAT_DTYPES
 from ctcbench.errors import expect, fail
 from ctcbench.files import read_text
+from ctcbench.runtime.devices import DEVICES
 
 FILE_NAME = "known_issues.toml"  # in a case folder, these two names hold tables, not cases
 ATLAS_FILE = "atlas.toml"
 FORMATS = (1,)
-DEVICES = ("cpu", "gpu")
+# atlas.toml names a device as the upstream threads do, "gpu" for a CUDA/cuDNN path
+# (docs/atlas.md): the file keeps that word, mapped here from the runtime's device names
+FILE_DEVICES = {"cpu": "cpu", "cuda": "gpu"}
 
 
 # -- checks of one value: each returns the value as the row keeps it, or raises naming `where`
@@ -140,7 +143,7 @@ class AtlasEntry:
     id: str = _key()
     implementation: str = _key()
     problem: str = _key()
-    device: str = _key(_one_of(DEVICES))
+    device: str = _key(_one_of(tuple(FILE_DEVICES[d] for d in DEVICES)))  # as the file says it
     source: str = _key()
     url: str | None = _key(_url, None)
     known_in: str | None = _key(default=None)

@@ -26,8 +26,7 @@ def limit_row(limit: Limit, axis) -> dict:
             "correct": limit.correct, "failing": limit.failing,
             "correct_shape": None if limit.correct is None else list(axis.shape(limit.correct)),
             "failing_shape": None if limit.failing is None else list(axis.shape(limit.failing)),
-            "status": "found" if limit.failing is not None
-            else "not reached" if limit.probes else "not searched",
+            "status": limit.cliff,
             "past_status": past.status if past else None,
             "detail": past.detail if past else None,
             "loss_err": past.loss_err if past else None, "grad_err": past.grad_err if past else None,

@@ -51,6 +51,14 @@ class Status(StrEnum):
     OUT_OF_MEMORY = "out of memory", "D", "#2c3e50"
 
 
+class Cliff(StrEnum):
+    """What the search of one axis came to (a limit row's ``status``)."""
+
+    FOUND = "found"  # a size it fails at (``failing``)
+    NOT_REACHED = "not reached"  # right at every size tried (the cap, memory or time stopped it)
+    NOT_SEARCHED = "not searched"  # no size tried: the first did not fit, or no time was left
+
+
 @dataclass
 class Outcome:
     """What one probe found: a :class:`Status`, a one-line ``detail``, and the errors
@@ -80,6 +88,13 @@ class Limit:
     stopped: str | None = None
     probes: list[tuple[int, Outcome]] = field(default_factory=list)
     sharp: bool = True  # False: past a "wrong" limit, other draws were right (a drift, no cliff)
+
+    @property
+    def cliff(self) -> Cliff:
+        """Whether the search found a failing size, or tried none."""
+        if self.failing is not None:
+            return Cliff.FOUND
+        return Cliff.NOT_REACHED if self.probes else Cliff.NOT_SEARCHED
 
     @property
     def exact(self) -> bool:

@@ -4,10 +4,49 @@ from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
+from ctcbench.errors import fail
+
 META, ROWS = "meta.json", "rows.jsonl"
+STATUS_LIKE = re.compile(r"(^|_)status$")  # columns a kind must declare: status, past_status
+
+# The words one status column may hold: an Enum, or a tuple of Enums, their members and None
+# (the column may be null); each Enum declared where its concept belongs, never bare strings.
+Words = type[Enum] | tuple
+
+
+def words(spec: Words) -> tuple:
+    """The values ``spec`` allows, in its order: each Enum's values, None where it is named."""
+    out = []
+    for item in spec if isinstance(spec, tuple) else (spec,):
+        if isinstance(item, type) and issubclass(item, Enum):
+            out += [m.value for m in item]
+        elif isinstance(item, Enum) or item is None:
+            out.append(None if item is None else item.value)
+        else:
+            raise TypeError(f"statuses: expected Enums, their members or None, got {item!r}")
+    return tuple(dict.fromkeys(out))
+
+
+def _shown(value) -> str:
+    """A value as written, and the Enum member it came from: ``'raises' (Reaction.RAISES)``."""
+    if isinstance(value, Enum):
+        return f"{value.value!r} ({type(value).__name__}.{value.name})"
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class SortedBy:
+    """Rows of several sorts in one log, told apart by ``column`` (a datasheet row's
+    ``stage``): ``sorts`` maps each of its values to that sort's status columns -> words."""
+
+    column: str
+    sorts: Mapping[str, Mapping[str, Words]]
 
 
 @dataclass(frozen=True)
@@ -19,7 +58,9 @@ class RunKind:
     ``exports``: the files the driver writes beside ``rows.jsonl``; ``context``:
     ``"module:function"`` that reads a folder of this kind into the context of its page's
     template, ``ctcbench/<name>/page.html.j2`` (``template``), ``function(run_dir, meta,
-    link_base) -> dict``.
+    link_base) -> dict``. ``statuses``: each status-like column (``status``, ``*_status``) of
+    its rows -> the words it may hold (``Words``), or a ``SortedBy`` where rows of several
+    sorts hold different ones; the store refuses any other (``check_row``). Default: none.
     """
 
     name: str
@@ -35,6 +76,41 @@ class RunKind:
     # each made by ``context(..., only=name)``
     pair: str = ""
     pages: str = ""
+    statuses: Mapping[str, Words] | SortedBy = field(default_factory=dict, hash=False)
+
+    def __post_init__(self):
+        for columns in self._declared().values():  # a bare string is refused here, once
+            for spec in columns.values():
+                words(spec)
+
+    def _declared(self) -> dict:
+        """sort (None without a ``SortedBy``) -> its status columns -> words."""
+        s = self.statuses
+        return dict(s.sorts) if isinstance(s, SortedBy) else {None: s}
+
+    def check_row(self, row: dict) -> None:
+        """ValueError unless each status-like column of ``row`` holds a word this kind
+        declares for it, naming the kind, the column and the words declared."""
+        kind, sort = f"the {self.name} run kind", ""
+        columns = self._declared()
+        if isinstance(self.statuses, SortedBy):
+            by = self.statuses.column
+            value = row.get(by)
+            if not isinstance(value, str) or value not in columns:
+                fail(f"{self.name} row: {by}", f"one of the {by}s {kind} declares statuses "
+                     f"for ({', '.join(columns)})", _shown(value))
+            columns, sort = columns[value], f" for {by} {value!r}"
+        else:
+            columns = columns[None]
+        for column in [*columns, *(c for c in row if STATUS_LIKE.search(c) and c not in columns)]:
+            if column not in columns:
+                fail(f"{self.name} row: {column}", f"no {column} column ({kind} declares "
+                     f"{', '.join(columns) or 'no status column'}{sort})", _shown(row[column]))
+            allowed = words(columns[column])
+            if row.get(column) not in allowed:
+                fail(f"{self.name} row: {column}", f"one of the {column} words {kind} declares"
+                     f"{sort} ({', '.join('null' if w is None else w for w in allowed)})",
+                     _shown(row.get(column)))
 
     @property
     def template(self) -> str:

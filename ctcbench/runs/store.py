@@ -61,13 +61,17 @@ def _row(line: bytes):
 
 
 class RowLog:
-    """Append-only JSON-lines log of result rows."""
+    """Append-only JSON-lines log of result rows; with a ``kind``, a run folder's log, which
+    refuses a row whose status its kind does not declare (``RunKind.check_row``)."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
+    def __init__(self, path: Path, kind: RunKind | None = None):
+        self.path, self.kind = Path(path), kind
 
     def append(self, row: dict) -> None:
-        """One line, flushed and fsync'ed: a row the log holds survives a kill or a crash."""
+        """One line, flushed and fsync'ed: a row the log holds survives a kill or a crash.
+        A row its kind refuses is a ValueError, and nothing is written."""
+        if self.kind is not None:
+            self.kind.check_row(row)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(to_json(row) + "\n")
             f.flush()
@@ -122,12 +126,14 @@ class RunFolder:
     """An open run folder: locked for this process, its kind checked, its log repaired.
 
     ``kind``: the driver's ``RunKind``; ``meta``: the meta.json found when opened (None for a
-    new run); ``log``: its rows. Use as a context manager, or call ``close``.
+    new run); ``log``: its rows, each checked against the kind's statuses as it is written
+    (rows a resumed folder already holds are read and kept as they are). Use as a context
+    manager, or call ``close``.
     """
 
     def __init__(self, run_dir: Path, kind: RunKind, lock: RunLock, meta: dict | None):
         self.run_dir, self.kind, self.lock, self.meta = run_dir, kind, lock, meta
-        self.log = RowLog(run_dir / ROWS)
+        self.log = RowLog(run_dir / ROWS, kind)
         self.environment: dict = {}
 
     def rows(self) -> list[dict]:
