@@ -45,7 +45,8 @@ def function_options(verb: str, *, known_issues: bool = True):
     """``--function PKG.MOD:NAME`` (repeatable), ``--convention``, ``--device`` and
     ``--known-issues``: a user's
     CTC function as a backend (``ctcbench.runtime.functions``), beside ``--backend``."""
-    from ctcbench.runtime.functions import CONVENTIONS, DEVICES
+    from ctcbench.runtime.devices import DEVICES
+    from ctcbench.runtime.functions import CONVENTIONS
 
     def decorate(fn):
         if known_issues:
@@ -102,3 +103,27 @@ def one_backend(backend, functions, convention, device) -> tuple[str, str]:
         return backend, f"--backend {backend}"
     name = with_functions((), functions, convention, device)[0]
     return name, f"--function {name}" + (f" --convention {convention}" if convention else "")
+
+
+def aligner_options(verb: str, *, multiple: bool = True):
+    """``--aligner`` (a user's aligner function, or an aligner's name; repeatable where
+    ``multiple``) and ``--score``, what a decoder or aligner function's scores are, beside
+    ``--decoder`` (``ctcbench.runtime.decoder_functions``)."""
+    from ctcbench.runtime.decoders import SCORES
+    what = (f"{verb} your own aligner function align(log_probs (T,C), target (L,), *, blank) "
+            "-> [path, score], imported in a worker process (the current folder is on the "
+            "path), or a registered aligner")
+
+    def decorate(fn):
+        fn = click.option("--score", type=OneOf(SCORES), default=None,
+                          help="What the scores of a --decoder or --aligner PKG.MOD:NAME are, "
+                               "for a function with no 'score' attribute: labelling (log "
+                               "P(labels), summed over all its paths), path (its best single "
+                               "path's log-prob) or none  [default: labelling for a beam, path "
+                               "for greedy and for an aligner]")(fn)
+        if multiple:
+            return list_option("--aligner", "aligners", metavar="PKG.MOD:NAME",
+                               help=f"{what} (repeatable).")(fn)
+        return click.option("--aligner", default=None, metavar="PKG.MOD:NAME",
+                            help=f"{what}, to fuzz instead.")(fn)
+    return decorate

@@ -46,18 +46,21 @@ def expect(ok: bool, key: str, expected: str, got) -> None:
 # -- declaring -----------------------------------------------------------------------------
 def setting(default, help: str, *, check: tuple[Callable[[Any], bool], str] | None = None,
             choices: Callable[[], typing.Iterable[str]] | None = None, option: str | None = None,
-            metavar: str | None = None, grid: str | None = None, derived: bool = False):
+            metavar: str | None = None, grid: str | None = None, derived: bool = False,
+            click_type: click.ParamType | None = None, flag: bool = False):
     """A settings dataclass field with what the CLI, a config file and the checks need.
 
     ``check``: ``(predicate, expected text)``; ``choices``: returns the table whose keys are the
     allowed values (of each item, for a list); ``option``: the option name when not
     ``--field-name``; ``grid``: the convergence ``Grid`` field the setting fills (its option
     takes a list, one run per value); ``derived``: set from other settings (no option, not a
-    config-file key, not checked).
+    config-file key, not checked); ``click_type``: the option's type where the field's says
+    too little (a path; a value refused as the command line is parsed, a usage error);
+    ``flag``: a bool option given bare (``--strict``), without a ``--no-`` form.
     """
     return field(default=default, metadata={
         "help": help, "check": check, "choices": choices, "option": option, "metavar": metavar,
-        "grid": grid, "derived": derived})
+        "grid": grid, "derived": derived, "click_type": click_type, "flag": flag})
 
 
 def at_least(n, note: str = ""):
@@ -90,6 +93,8 @@ class Setting:
     many: bool = False  # a tuple of values, repeated or comma-separated on the command line
     optional: bool = False  # None allowed: not set
     metavar: str | None = None
+    click_type: click.ParamType | None = None  # the option's type, where given
+    flag: bool = False  # a bare flag: no --no- form
 
     @property
     def param(self) -> str:
@@ -129,7 +134,8 @@ def settings(cls, prefix: str = "") -> list[Setting]:
         out.append(Setting(key=prefix + f.name, option=option, type=kind, default=f.default,
                            help=meta.get("help", ""), grid=meta.get("grid"),
                            choices=meta.get("choices"), check=meta.get("check"), many=many,
-                           optional=optional, metavar=meta.get("metavar")))
+                           optional=optional, metavar=meta.get("metavar"),
+                           click_type=meta.get("click_type"), flag=meta.get("flag", False)))
     return out
 
 
@@ -263,10 +269,12 @@ def setting_option(s: Setting) -> click.Option:
                             callback=list_callback(s.type, item, distinct=True),
                             default=default, metavar=f"{item}[,...]",
                             help=f"{s.help}{note}" + f" [default: {shown}]" * bool(shown))
+    if s.flag:
+        return click.Option([s.option, s.param], is_flag=True, default=s.default, help=s.help)
     if s.type is bool:
         return click.Option([f"{s.option}/--no-{s.option[2:]}", s.param], default=s.default,
                             show_default=True, help=s.help)
-    kind = Number(s.type) if s.type in (int, float) else s.type
+    kind = s.click_type or (Number(s.type) if s.type in (int, float) else s.type)
     return click.Option([s.option, s.param], type=kind, default=s.default,
                         show_default=s.default is not None, metavar=metavar, help=s.help)
 

@@ -22,8 +22,8 @@ LAYERS = (
     RUN_DRIVERS,
     ("report",),
     ("drivers",),
-    ("cli", "command", "cli_docs", "cli_options", "testing", "pytest_plugin", ""),  # "": the
-    # package itself, the public API; "command": each driver's command.py
+    ("cli", "command", "cli_docs", "cli_options", "testing", "pytest_plugin", "__main__", ""),
+    # "": the package itself, the public API; "command": each driver's command.py
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
 DRIVERS = ("doctor", *RUN_DRIVERS)  # they and report know nothing of each other:
@@ -31,10 +31,10 @@ DRIVERS = ("doctor", *RUN_DRIVERS)  # they and report know nothing of each other
 
 
 def part(module: str) -> str:
-    """``ctcbench.compare.run`` -> ``compare``; ``ctcbench`` -> ``""``; a driver's
-    ``ctcbench.compare.command`` -> ``command``, of the command line's layer."""
+    """``ctcbench.compare.run`` -> ``compare``; ``ctcbench`` -> ``""``; a driver's (or the
+    doctor's) ``ctcbench.compare.command`` -> ``command``, of the command line's layer."""
     names = module.split(".")
-    if len(names) == 3 and names[1] in RUN_DRIVERS and names[2] == "command":
+    if len(names) == 3 and names[1] in ("doctor", *RUN_DRIVERS) and names[2] == "command":
         return "command"
     return names[1] if len(names) > 1 else ""
 

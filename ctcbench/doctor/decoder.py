@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctcbench.caselib.decoder_judge import BRUTE_FORCE_PATHS, name_fault
+from ctcbench.caselib.decoder_judge import (BRUTE_FORCE_PATHS, most_probable_known, name_fault,
+                                            padding_message, reads_padding, score_findings)
 from ctcbench.core.arrays import to_numpy
 from ctcbench.core.ctcmath import collapse, log_softmax, logsumexp
 from ctcbench.core.decoding import labelling_logprob, most_probable, prefix_count
+from ctcbench.core.layouts import LAYOUTS
+from ctcbench.doctor.config import DEFAULTS
 from ctcbench.errors import expect, fail
-
-LAYOUTS = ("TNC", "NTC")
 
 
 @dataclass
@@ -39,25 +40,48 @@ class DecoderCheck:
     def ok(self) -> bool:
         return not self.findings
 
+    @property
+    def judged(self) -> int:
+        """Samples held to something beyond what any decoder must do: a required answer, or
+        the declared kind of score."""
+        return sum(s["judged"] for s in self.samples)
+
+    def summary(self) -> str:
+        """How many samples were judged (by their labels, or by their scores only), how many
+        of them are wrong, and why the others were not judged: agreement is never claimed on
+        a sample that was not judged."""
+        n, judged = len(self.samples), self.judged
+        wrong = sum(s["fault"] is not None for s in self.samples)
+        why = Counter(s["answer_by"] for s in self.samples if not s["judged"])
+        scores_only = sum(s["judged"] and not s["labels_judged"] for s in self.samples)
+        skipped = "; ".join(f"{count} not judged: {reason}" if judged else reason
+                            for reason, count in why.items())
+        if not judged:
+            return f"no sample judged of {n}: {skipped}" if n else "no sample"
+        head = (f"decoder differs from the reference on {wrong} of the {judged} samples judged"
+                if wrong else f"decoder agrees with the reference on all {judged} samples "
+                f"judged")
+        parts = [f"{scores_only} of them by their scores only"] if scores_only else []
+        parts += [f"of {n}; {skipped}"] if skipped else []
+        return head + (f" ({'; '.join(parts)})" if parts else "")
+
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "findings": self.findings, "notes": self.notes,
-                "samples": self.samples}
+        return {"ok": self.ok, "summary": self.summary(), "judged": self.judged,
+                "findings": self.findings, "notes": self.notes, "samples": self.samples}
 
     def format_table(self) -> str:
-        wrong, n = sum(not s["same"] for s in self.samples), len(self.samples)
-        head = (f"decoder differs from the reference on {wrong} of {n} samples" if wrong else
-                f"decoder agrees with the reference on all {n} samples"
-                + ("" if self.ok else ", but:"))
-        return "\n".join([head, *(f"  - {f}" for f in self.findings),
+        return "\n".join([self.summary(), *(f"  - {f}" for f in self.findings),
                           *(f"  note: {n}" for n in self.notes)])
 
 
-def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = "TNC",
-                  beam: int | None = None, alphabet=None) -> DecoderCheck:
+def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = DEFAULTS.layout,
+                  beam: int | None = None, alphabet=None, score: str | None = None) -> DecoderCheck:
     """Run ``fn`` (the user's decoder) on ``values`` (log-probs, probs or logits, in
     ``layout``) and ``lengths (N,)`` (default: every frame), and compare with ctcbench's.
     ``beam``: the user's decoder is a beam search of that width (default: greedy);
-    ``alphabet``: class index -> character, for a decoder that returns strings."""
+    ``alphabet``: class index -> character, for a decoder that returns strings; ``score``:
+    what the scores of a ``(sequences, scores)`` output are, ``labelling`` (log P(labels),
+    summed over all its paths) or ``path`` (the best single path's log-prob), checked so."""
     expect(callable(fn), "fn", "the user's decode function", type(fn).__name__)
     expect(layout in LAYOUTS, "layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
     x = np.asarray(to_numpy(values, "values")[0], dtype=np.float64)
@@ -72,9 +96,14 @@ def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = "TN
     expect(len(lengths) == N and bool(((lengths >= 0) & (lengths <= T)).all()), "lengths",
            f"{N} frame counts in [0, {T}]", lengths.tolist()[:8])
     expect(0 <= blank < C, "blank", f"a class index in [0, {C})", repr(blank))
+    expect(score in (None, "labelling", "path"), "score", "labelling, path or None", repr(score))
     lp, kind = _log_probs(x)
     out = _call(fn, values, lengths_given, lengths)
+    scores = _scores(out, N) if score is not None else None
     seqs, notes = _sequences(out, N, alphabet, C)
+    if score is not None and scores is None:
+        notes.append(f"score={score!r} given, but the output holds no scores: "
+                     "return (sequences, scores) to have them checked")
     if kind == "logits":
         notes.append("values are unnormalised logits: the reference read them log-softmaxed")
     faults, samples = Counter(), []
@@ -82,24 +111,67 @@ def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = "TN
     for n in range(N):
         frames = lp[:lengths[n], n]  # (T_n, C)
         want, how = _right_answer(frames, blank, beam)
-        got = seqs[n]
+        got, judged = seqs[n], want is not None
         if want is None:  # only what any decoder must do: no blank, labels in range
             want = got if blank not in got and all(0 <= k < C for k in got) else greedy_of(
                 frames, blank)
         same = got == want or (beam is not None and _as_likely(frames, got, want, blank))
-        fault = None if same else name_fault(got, want, frames, blank)
+        fault = None
+        if lengths[n] < T and reads_padding(got, frames, lp[:, n], blank,
+                                            _known(frames, blank, beam), beam=beam):
+            fault = padding_message(got, frames, lp[:, n], blank, _known(frames, blank, beam))
+            same = False
+        elif not same:
+            fault = name_fault(got, want, frames, blank)
+        elif scores is not None and scores[n] is not None and blank not in got:  # its score
+            full = beam is None or beam >= prefix_count(len(frames), C)  # nothing pruned
+            found = score_findings(score, frames, blank, [got], [scores[n]], "float32",
+                                   beam is not None and full, full=full)
+            fault = found[0].message if found else None
         if fault is not None:
-            kind_of = fault.split(":")[0]
+            kind_of = fault.split(": ")[0] if ": " in fault else "a different labelling"
             faults[kind_of] += 1
             first.setdefault(kind_of, (n, fault))
+        scored = scores is not None and scores[n] is not None and blank not in got
         samples.append({"sample": n, "got": list(got), "expected": list(want), "same": same,
+                        "judged": judged or scored or fault is not None,
+                        "labels_judged": judged or (fault is not None and not scored),
                         "answer_by": how, "fault": fault})
     findings = [f"{kind_of} in {count} of {N} samples (first: sample {first[kind_of][0]}, "
                 f"{first[kind_of][1].split(': ', 1)[-1]})" for kind_of, count in faults.items()]
+    if not any(s["labels_judged"] for s in samples) and N:
+        notes.append("no sample had a required answer: pass a wider beam (one of "
+                     "prefix_count(T, C) holds every prefix where C**T is small) or samples "
+                     "whose best path has probability above 1/2, to have answers judged")
     if any("tensor" in note for note in notes):
         findings.insert(0, next(note for note in notes if "tensor" in note))
         notes = [note for note in notes if "tensor" not in note]
     return DecoderCheck(findings, samples, notes)
+
+
+def _known(frames: np.ndarray, blank: int, beam):
+    """The sample's most probable labellings where brute force gives them to a beam."""
+    if beam is None:
+        return None
+    return most_probable_known(frames, blank, None)
+
+
+def _scores(out, N: int):
+    """Per sample the score of a ``(sequences, scores)`` output (the first of a row), or
+    None when the output carries none."""
+    if not (isinstance(out, tuple) and len(out) == 2 and _length(out[1]) == N):
+        return None
+    first = _array_or_none(out[0])
+    if first is not None and first.ndim == 3:  # keras' (decoded, log_probs): not log P
+        return None
+    values = []
+    for row in out[1]:
+        array = _array_or_none(row)
+        if array is None or array.size == 0 or array.dtype.kind not in "fiu":
+            values.append(None)
+        else:
+            values.append(float(array.reshape(-1)[0]))
+    return values
 
 
 def greedy_of(frames: np.ndarray, blank: int) -> tuple[int, ...]:
@@ -209,7 +281,9 @@ def _right_answer(frames: np.ndarray, blank: int, beam):
     if C ** T <= BRUTE_FORCE_PATHS and beam >= prefix_count(T, C):
         return min(most_probable(frames, blank=blank)[0]), \
             f"brute force (a beam of {beam} holds every prefix)"
-    return None, f"no answer required of a beam of {beam} here"
+    return None, (f"no answer is required of a beam of {beam} where the best path has "
+                  f"probability <= 1/2 and the beam does not hold every prefix (or C**T is "
+                  f"over {BRUTE_FORCE_PATHS} for brute force)")
 
 
 def _as_likely(frames, got, want, blank) -> bool:
@@ -247,14 +321,14 @@ def load_decoder(target: str, option: str = "--decoder"):
     return obj
 
 
-def examine_decoder(file, target: str, *, blank=None, layout: str = "TNC", beam=None,
-                    alphabet=None, max_bytes=None) -> DecoderCheck:
+def examine_decoder(file, target: str, *, blank=DEFAULTS.blank, layout: str = DEFAULTS.layout,
+                    beam=DEFAULTS.beam, alphabet=DEFAULTS.alphabet,
+                    max_bytes: int = DEFAULTS.max_bytes) -> DecoderCheck:
     """``ctcbench doctor FILE --decoder PKG.MOD:NAME``: the values (and input_lengths, where
     FILE has them) read from FILE, the user's decoder run on them and checked."""
     from ctcbench.doctor.load import load_inputs
     fn = load_decoder(target)
-    inputs = load_inputs(file, required=(),
-                         **({} if max_bytes is None else {"max_bytes": max_bytes}))
+    inputs = load_inputs(file, required=(), max_bytes=max_bytes)
     values = next(inputs[k] for k in ("log_probs", "logits", "probs") if k in inputs)
     return check_decoder(fn, values, inputs.get("input_lengths"),
                          blank=inputs.get("blank", 0) if blank is None else blank,

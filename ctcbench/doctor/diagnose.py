@@ -19,6 +19,7 @@ from ctcbench.doctor.atlas_refs import cite_findings
 from ctcbench.doctor.axis_order import axis_order_finding, reorderings
 from ctcbench.doctor.causes import (check_argmax_outputs, check_half_precision,
                                     check_padded_frames, corrections)
+from ctcbench.doctor.config import DEFAULTS
 from ctcbench.doctor.findings import Code, Finding, Report, Trait, codes_with, rank
 from ctcbench.doctor.frame_checks import (check_blank_collapse, check_blank_index,
                                           check_time_invariant)
@@ -32,7 +33,8 @@ FIT_CODES = codes_with(Trait.FIT)
 
 
 def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths, target_lengths,
-             blank: int = 0, reduction: str = "mean", layout: str = "TNC") -> Report:
+             blank: int = 0, reduction: str = DEFAULTS.reduction,
+             layout: str = DEFAULTS.layout) -> Report:
     """Diagnose one batch of CTC inputs; returns a ranked :class:`Report`.
 
     Args:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctcbench.doctor.config import DEFAULTS, conflict
 from ctcbench.files import to_json
 
 
@@ -26,15 +27,18 @@ class Examination:
         return self.result.format_table() + tail
 
 
-def examine(file, *, blank=None, layout: str = "TNC", reduction: str = "mean",
-            explain: bool = False, device: str | None = None, max_bytes=None) -> Examination:
+def examine(file, *, blank=DEFAULTS.blank, layout: str = DEFAULTS.layout,
+            reduction: str = DEFAULTS.reduction, explain: bool = DEFAULTS.explain,
+            device: str | None = DEFAULTS.device, max_bytes: int = DEFAULTS.max_bytes
+            ) -> Examination:
     """Read ``file`` (.npz or .pt, refused past ``max_bytes``) and diagnose it; ``explain``
     scores all-blank and perfect predictions instead; ``device`` also says which torch path
     the batch takes there. ``blank`` overrides the file's."""
     from ctcbench.doctor.load import load_inputs
-    if explain and device:
-        raise ValueError("--device: expected a diagnosis, got --explain-perfect-vs-blank")
-    inputs = load_inputs(file, **({} if max_bytes is None else {"max_bytes": max_bytes}))
+    problem = conflict({"explain": explain, "device": device})
+    if problem:
+        raise ValueError(problem)
+    inputs = load_inputs(file, max_bytes=max_bytes)
     if blank is not None:
         inputs["blank"] = blank
     if explain:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ctcbench.core.ctcmath import log_softmax, minimal_path
+from ctcbench.doctor.config import DEFAULTS
 from ctcbench.doctor.diagnose import diagnose
 from ctcbench.doctor.findings import Code
 from ctcbench.doctor.inputs import Inputs, prepare
@@ -104,7 +105,7 @@ def _confident(paths: np.ndarray, C: int, confidence: float) -> np.ndarray:
 
 
 def explain_perfect_vs_blank(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
-                             target_lengths, blank: int = 0, layout: str = "TNC",
+                             target_lengths, blank: int = 0, layout: str = DEFAULTS.layout,
                              confidence: float = 0.99, samples: int = 8) -> Explanation:
     """Score all-blank and perfect predictions for the user's shapes under each convention.
 

@@ -12,11 +12,11 @@ import numpy as np
 
 from ctcbench.core.ctcmath import min_frames
 from ctcbench.core.arrays import to_numpy
+from ctcbench.core.layouts import LAYOUTS
 from ctcbench.core.reduction import REDUCTIONS
+from ctcbench.doctor.config import DEFAULTS
 from ctcbench.doctor.findings import MAX_LISTED, Code, Finding
 from ctcbench.errors import expect
-
-LAYOUTS = ("TNC", "NTC")
 
 
 @dataclass
@@ -76,7 +76,8 @@ def _int_array(x, name: str) -> np.ndarray:
 
 
 def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, target_lengths,
-            blank: int = 0, reduction: str = "mean", layout: str = "TNC") -> tuple[Inputs, list]:
+            blank: int = 0, reduction: str = DEFAULTS.reduction,
+            layout: str = DEFAULTS.layout) -> tuple[Inputs, list]:
     """Parse the user's tensors into :class:`Inputs` plus the layout finding, if any.
 
     Raises ``ValueError`` ("name: expected X, got Y") for inputs that cannot be diagnosed at all.

@@ -31,9 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from ctcbench.core.arrays import to_numpy
+from ctcbench.doctor.config import DEFAULTS
 from ctcbench.doctor.diagnose import diagnose
 from ctcbench.doctor.findings import Trait, codes_with
-from ctcbench.doctor.inputs import LAYOUTS
+from ctcbench.core.layouts import LAYOUTS
 from ctcbench.doctor.load import VALUE_KEYS
 from ctcbench.errors import expect, one_of
 
@@ -78,10 +79,11 @@ class Monitor:
         A saved batch is time-major, so ``ctcbench doctor FILE`` reads it as it is.
     """
 
-    def __init__(self, out_dir="ctcbench-monitor", *, blank: int = 0, reduction: str = "mean",
+    def __init__(self, out_dir="ctcbench-monitor", *, blank: int = 0,
+                 reduction: str = DEFAULTS.reduction,
                  check_every: int = 25, window: int = 500, flat_tol: float = 0.02,
                  stall_band: float = 0.1, stall_after: int = 100, grad_factor: float = 10.0,
-                 report=print, kind: str = "log_probs", layout: str = "TNC"):
+                 report=print, kind: str = "log_probs", layout: str = DEFAULTS.layout):
         one_of("kind", [kind], VALUE_KEYS)
         one_of("layout", [layout], LAYOUTS)
         self.out_dir = Path(out_dir)

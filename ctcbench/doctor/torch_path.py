@@ -13,10 +13,11 @@ from dataclasses import asdict, dataclass, field
 
 from ctcbench.core.arrays import to_numpy
 from ctcbench.doctor.atlas_refs import CONDITIONS, atlas_ref, cite
+from ctcbench.doctor.config import DEFAULTS
 from ctcbench.doctor.inputs import prepare
+from ctcbench.runtime.devices import DEVICES
 
 CUDNN_MAX_TARGET = 255  # documented as <= 256; exactly 256 fails (pytorch#53505, PR#53557)
-DEVICES = ("cuda", "cpu")
 
 DIFFERENCES = {
     "cudnn": [
@@ -117,7 +118,7 @@ class PathReport:
 
 
 def torch_path(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
-               target_lengths, blank: int = 0, layout: str = "TNC",
+               target_lengths, blank: int = 0, layout: str = DEFAULTS.layout,
                device: str = "cuda") -> PathReport:
     """Which torch CTC path the batch takes on ``device`` ("cuda": cuDNN or native, decided by
     torch's documented rule; "cpu": the CPU kernel), with each condition checked.

@@ -185,3 +185,61 @@ def test_device_cuda_says_which_torch_path_and_how_to_take_the_other(tmp_path, b
     assert data["torch_path"]["path"] == "native" and data["findings"] == []
     result = _run(tmp_path / "ok.npz", "--device", "cuda", "--explain-perfect-vs-blank")
     assert result.exit_code == 2 and "--device: expected a diagnosis" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--beam", "3"], "--beam: expected --decoder with it, got none"),
+    (["--alphabet", "ab", "--beam", "2"], "--beam: expected --decoder with it, got none"),
+    (["--decoder", "m:f", "--explain-perfect-vs-blank"],
+     "--explain-perfect-vs-blank: expected a diagnosis of the loss's inputs, got --decoder"),
+    (["--decoder", "m:f", "--plot", "p.png", "--html", "p.html"],
+     "--html: expected a diagnosis of the loss's inputs, got --decoder"),
+    (["--decoder", "m:f", "--plot", "p.png"],
+     "--plot: expected a diagnosis of the loss's inputs, got --decoder"),
+    (["--explain-perfect-vs-blank", "--device", "cuda", "--html", "p.html"],
+     "--html: expected a diagnosis, got --explain-perfect-vs-blank"),
+    (["--layout", "ntc"], "--layout: expected one of TNC, NTC, got 'ntc'"),
+    (["--reduction", "men"], "--reduction: expected one of none, sum, mean, got 'men' "
+                             "(did you mean 'mean'?)"),
+    (["--device", "gpu"], "--device: expected one of cpu, cuda, got 'gpu' (did you mean 'cpu'?)"),
+    (["--max-bytes", "0"], "--max-bytes: expected a whole number >= 1, got '0'"),
+    (["--beam", "0", "--decoder", "m:f"], "--beam: expected a whole number >= 1, got '0'"),
+])
+def test_options_that_do_not_go_together_are_a_usage_error(tmp_path, monkeypatch, batch, args,
+                                                           message):
+    """Options without the mode they need, or with one they exclude, and values out of their
+    choices: exit 2 with one 'Error: --OPTION: ...' line, before FILE is read or a file
+    written."""
+    monkeypatch.chdir(tmp_path)
+    np.savez("ok.npz", **batch[1])
+    result = _run("ok.npz", *args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == f"Error: {message}", result.output
+    assert not list(tmp_path.glob("p.*"))
+
+
+def test_flags_have_no_negative_form(tmp_path, batch):
+    """--strict and --explain-perfect-vs-blank are bare flags, as they always were."""
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    for flag in ("--no-strict", "--no-explain-perfect-vs-blank"):
+        result = _run(tmp_path / "ok.npz", flag)
+        assert result.exit_code == 2 and f"No such option '{flag}'" in result.output
+
+
+def test_the_command_and_the_library_share_their_defaults(tmp_path, batch):
+    """`doctor FILE` with no option and ``examine(FILE)`` report the same: one set of defaults
+    (layout, reduction, blank from the file, the size limit)."""
+    from ctcbench.doctor.examine import examine
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    cli_json = json.loads(_run(tmp_path / "ok.npz", "--format", "json").output)
+    assert cli_json == json.loads(examine(tmp_path / "ok.npz").to_json())
+    assert cli_json["summary"]["layout"] == "TNC" and cli_json["summary"]["reduction"] == "mean"
+
+
+def test_examine_refuses_the_torch_path_with_the_explanation(tmp_path, batch):
+    """The library says the same as the command when asked for both."""
+    from ctcbench.doctor.examine import examine
+    np.savez(tmp_path / "ok.npz", **batch[1])
+    with pytest.raises(ValueError, match="^--device: expected a diagnosis, got "
+                                         "--explain-perfect-vs-blank$"):
+        examine(tmp_path / "ok.npz", explain=True, device="cuda")

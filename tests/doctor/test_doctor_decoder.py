@@ -137,3 +137,42 @@ def test_the_command(tmp_path, monkeypatch):
     assert "--decoder: expected a function 'nope' in mydecoder" in missing.output
     alone = CliRunner().invoke(cli, ["doctor", "batch.npz", "--beam", "3"])
     assert "--beam: expected --decoder with it" in alone.output
+
+
+def test_the_summary_never_claims_agreement_on_samples_not_judged():
+    """A narrow beam on flat samples has no required answer: none is judged, and it says so."""
+    probs = np.full((6, 40, 4), 0.25)  # (T, N, C): every labelling of a length equally likely
+    found = check_decoder(lambda p, L: [[1]] * 40, probs, beam=2)
+    assert found.ok and found.judged == 0
+    assert found.summary().startswith("no sample judged of 40: no answer is required of a "
+                                      "beam of 2")
+    assert "agrees" not in found.format_table()
+
+
+def test_padding_read_as_frames_is_one_finding():
+    """A decoder that ignores lengths: one line naming it, not one line per sample."""
+    padded = PROBS.clone()
+    onehot = torch.nn.functional.one_hot(torch.tensor([0, 2]), C).double()  # blank, then 2
+    for n in range(N):
+        padded[n, LENGTHS[n]:] = onehot.repeat(T, 1)[:T - LENGTHS[n]]  # adds a 2 if read
+    found = check_decoder(lambda p, L: [_b(p[n].argmax(-1).tolist()) for n in range(len(p))],
+                          padded, LENGTHS, layout="NTC")
+    short = int((LENGTHS < T).sum())
+    assert len(found.findings) == 1, found.findings
+    assert found.findings[0].startswith(f"padding read as frames (lengths ignored) in {short} "
+                                        f"of {N} samples")
+
+
+def test_scores_are_held_to_what_is_declared():
+    """Best-path scores from a greedy decoder: wrong as labelling, right as path."""
+    def best_path_scores(p, lengths):  # (sequences, scores): the best path and its log-prob
+        lp = np.log(np.asarray(p))
+        return ([_b(lp[n].argmax(-1).tolist()) for n in range(len(lp))],
+                [float(lp[n].max(-1).sum()) for n in range(len(lp))])
+    probs = PROBS[:, :4].numpy()  # (N, 4, C): C**T = 625, brute force
+    four = np.full(N, 4)
+    as_labelling = check_decoder(best_path_scores, probs, four, layout="NTC",
+                                 score="labelling")
+    assert any(f.startswith("path scores declared as labelling") for f in as_labelling.findings)
+    as_path = check_decoder(best_path_scores, probs, four, layout="NTC", score="path")
+    assert as_path.ok, as_path.findings
