@@ -1,14 +1,16 @@
 """The decoder case library: problems for decoders and aligners, with their known answers.
 
 Files live in ``cases/decoders/`` (TOML or JSON, one family per file; the loss library skips
-that folder), in the loss cases' format: ``[[case]]`` with ``name``, ``description``,
-``provenance``, optional ``blank`` (default 0) and ``beam`` (an integer, or ``"exact"``, the
-default: ``prefix_count(T, C)`` of the longest sample, so no prefix is ever pruned), and
+that folder), found, read and selected as the loss cases are (:mod:`ctcbench.caselib.loader`):
+``[[case]]`` with ``name``, ``description``, ``provenance``, optional ``blank`` (default 0)
+and ``beam`` (an integer, or ``"exact"``, the default: ``prefix_count(T, C)`` of the longest
+sample, so no prefix is ever pruned), and
 
 * ``[[case.sample]]``: one sample each, ``probs`` (rows of per-frame probabilities, normalised
   here) or ``logits`` (rows of scores, log-softmaxed here), and optionally ``labels``, the
   most probable labelling worked out by hand, ``greedy``, the best path's labelling by hand,
-  and ``target``, the labelling an aligner is asked to align (default: ``labels``);
+  and ``target``, the labelling an aligner is asked to align (default: ``labels``), which
+  ``infeasible = true`` says has no path in the sample's frames (an aligner must refuse it);
 * or ``[case.random]``: ``seed``, ``N``, ``T``, ``C``, ``scale`` (logits N(0, scale)) and
   optionally ``peaked`` (a margin added along one path of a random target of ``L`` labels;
   that target is each sample's ``labels`` and ``target`` where the path alone has
@@ -20,22 +22,19 @@ end on, so a decoder that reads them decodes that label and is caught.
 """
 from __future__ import annotations
 
-import importlib.resources
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from ctcbench.caselib import fields as F
 from ctcbench.caselib.library import DECODER_FOLDER as FOLDER
-from ctcbench.caselib.library import read_case_file
+from ctcbench.caselib.loader import Library, check_common, select
 from ctcbench.core.ctcmath import collapse, log_softmax, minimal_path
 from ctcbench.core.decoding import path_score, prefix_count
 from ctcbench.errors import expect, fail
-from ctcbench.files import read_text
 
 _FIELDS = {"name", "description", "provenance", "blank", "beam", "sample", "random"}
-_SAMPLE = {"probs", "logits", "labels", "greedy", "target"}
+_SAMPLE = {"probs", "logits", "labels", "greedy", "target", "infeasible"}
 _RANDOM = {"seed", "N", "T", "C", "scale", "peaked", "L"}
 PAD_LOGIT = 30.0  # a padded frame: this logit on one label, 0 elsewhere
 MAX_EXACT_BEAM = 20_000  # beam = "exact" above this many prefixes is refused as the case loads
@@ -55,6 +54,7 @@ class DecoderCase:
     targets: tuple = ()  # per sample: what an aligner aligns; None: the greedy labelling
     source: str = ""
     extra: dict = field(default_factory=dict)
+    folder: str = FOLDER  # what a glob may start with, wherever the file lies: decoders/*
 
     @property
     def C(self) -> int:
@@ -89,17 +89,7 @@ class DecoderCase:
 
 def parse_decoder_case(raw: dict, *, family: str, source: str) -> DecoderCase:
     """Validate one raw table; an error names the file, the case and the field."""
-    expect(isinstance(raw, dict), f"{source}: a case", "a table", type(raw).__name__)
-    name = raw.get("name")
-    where = f"{source}: case {name!r}" if name else f"{source}: a case"
-    unknown = sorted(set(raw) - _FIELDS)
-    expect(not unknown, where, f"only the fields {', '.join(sorted(_FIELDS))}", unknown)
-    expect(isinstance(name, str) and name.replace("_", "").replace("-", "").isalnum()
-           and name == name.lower(), f"{where} name", "lower-case letters, digits, '_' or '-'",
-           repr(name))
-    for key in ("description", "provenance"):
-        expect(isinstance(raw.get(key), str) and raw[key].strip() != "", f"{where} {key}",
-               "a non-empty string", repr(raw.get(key)))
+    where = check_common(raw, source, _FIELDS)
     expect(("sample" in raw) != ("random" in raw), where,
            "either [[case.sample]] tables or one [case.random] table", sorted(raw))
     beam = raw.get("beam", "exact")
@@ -138,15 +128,20 @@ def parse_decoder_case(raw: dict, *, family: str, source: str) -> DecoderCase:
     for i, (s, t) in enumerate(zip(samples, targets)):
         if t is not None:
             field = "target" if "sample" in raw and "target" in raw["sample"][i] else "labels"
-            expect(len(minimal_path(t, blank=blank)) <= len(s), f"{where} sample[{i}].{field}",
-                   f"labels with a path in its {len(s)} frames", list(t))
+            no_path = raw["sample"][i].get("infeasible", False) if "sample" in raw else False
+            expect(isinstance(no_path, bool), f"{where} sample[{i}].infeasible", "true or false",
+                   repr(no_path))
+            expect((len(minimal_path(t, blank=blank)) <= len(s)) != no_path,
+                   f"{where} sample[{i}].{field}", f"labels with {'no' if no_path else 'a'} "
+                   f"path in its {len(s)} frames" + (" (infeasible = true)" if no_path else ""),
+                   list(t))
     if beam == "exact":
         width = max(prefix_count(len(s), C) for s in samples)
         expect(width <= MAX_EXACT_BEAM, f"{where} beam", "an integer for a case this large "
                f"(an exact beam would hold {width:.3g} prefixes, more than {MAX_EXACT_BEAM})",
                "'exact'")
-    return DecoderCase(name, raw["description"].strip(), raw["provenance"].strip(), family,
-                       tuple(samples), blank, beam, tuple(labels), tuple(greedy),
+    return DecoderCase(raw["name"], raw["description"].strip(), raw["provenance"].strip(),
+                       family, tuple(samples), blank, beam, tuple(labels), tuple(greedy),
                        tuple(targets), source)
 
 
@@ -206,24 +201,28 @@ def _random_path(rng, target, T: int) -> np.ndarray:
     return np.repeat(base, counts)
 
 
+LIBRARY = Library("decoder cases", parse_decoder_case, builtin=FOLDER)
+
+
 def load_decoder_cases(dirs=None) -> list[DecoderCase]:
-    """Every decoder case in ``dirs`` (folders of .toml/.json files) or the built-in library."""
-    if isinstance(dirs, (str, Path)):
-        dirs = [dirs]
-    folders = [Path(d) for d in dirs] if dirs else [
-        importlib.resources.files("ctcbench.cases") / FOLDER]
-    cases, seen = [], {}
-    for folder in folders:
-        expect(folder.is_dir(), "decoder cases", "a folder of .toml/.json case files",
-               str(folder))
-        for path in sorted((p for p in folder.iterdir() if p.name.endswith((".toml", ".json"))),
-                           key=lambda p: p.name):
-            family = path.name.rsplit(".", 1)[0]
-            raws = read_case_file(path, read_text(path, path.name))
-            for raw in raws:
-                case = parse_decoder_case(raw, family=family, source=path.name)
-                expect(case.name not in seen, f"{path.name}: case {case.name!r}",
-                       "a unique name", f"a duplicate of one in {seen.get(case.name)}")
-                seen[case.name] = path.name
-                cases.append(case)
-    return cases
+    """Every decoder case in ``dirs`` (folders of .toml/.json files, or one folder) or the
+    built-in library."""
+    return LIBRARY.load(dirs)
+
+
+def select_decoder_cases(cases: list[DecoderCase], globs) -> list[DecoderCase]:
+    """Cases matching any glob by ``name``, ``family/name`` or ``decoders/family/name``; all
+    without globs; none where no glob matches (the caller says what it expected)."""
+    return select(cases, globs, strict=False)
+
+
+def describe_decoder_cases(cases: list[DecoderCase]) -> list[dict]:
+    """One JSON-ready summary per decoder case, in ``ctcbench cases``' columns: its family
+    is ``decoders/<file>``, its oracle what its answers rest on, its dtypes the float64 that
+    decoders are given. Oracle "known": answers stated in the file (by hand, or a
+    planted path); "exact": computed exactly as the case is judged."""
+    return [{"name": c.name, "family": f"{FOLDER}/{c.family}",
+             "oracle": "known" if any(x is not None for x in (*c.labels, *c.greedy))
+             else "exact", "dtypes": ["float64"], "library": "decoders",
+             "description": c.description, "provenance": c.provenance, "source": c.source}
+            for c in cases]

@@ -1,5 +1,6 @@
-"""``ctcbench fuzz --decoder NAME``: hypothesis draws small decoding problems, the decoder runs
-on each and the judge (``ctcbench.caselib.decoder_judge``, brute force over every path) says
+"""``ctcbench fuzz --decoder NAME`` (or ``PKG.MOD:NAME``, or ``--aligner PKG.MOD:NAME``, a
+user's own function): hypothesis draws small decoding problems, the decoder runs on each and
+the judge (``ctcbench.caselib.decoder_judge``, brute force over every path) says
 what is wrong; the first failure is shrunk and written as a decoder case file into
 ``<run>/cases/``, which ``ctcbench compare --cases <run>/cases --decoder NAME`` replays.
 
@@ -22,6 +23,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from ctcbench.caselib.casefile import case_name
 from ctcbench.caselib.decoder_cases import parse_decoder_case
 from ctcbench.caselib.decoder_check import check_decoder_case
+from ctcbench.errors import expect
 from ctcbench.files import atomic_write
 from ctcbench.progress import Progress
 from ctcbench.runtime.decoders import get_decoder
@@ -54,6 +56,22 @@ def decoding_problems(draw) -> dict:
             "blank": draw(st.integers(0, C - 1), label="blank"),
             "beam": draw(st.sampled_from(["exact", 1, 2, 3]), label="beam"),
             "sample": samples}
+
+
+def searched_name(decoder: str | None, aligner: str | None, score: str | None = None,
+                  progress: bool = True) -> str:
+    """The registered name of what ``--decoder`` or ``--aligner`` names: a ``PKG.MOD:NAME``
+    function registered as a decoder or aligner (:mod:`ctcbench.runtime.decoder_functions`,
+    probed in its worker; what was found said on stderr), a name as it is."""
+    import sys
+
+    from ctcbench.runtime.decoder_functions import add_decoder_functions, is_function_target
+    expect(score is None or is_function_target(decoder or aligner), "--score",
+           "a --decoder or --aligner PKG.MOD:NAME with it", f"--score {score}")
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else (
+        lambda line: None)
+    return add_decoder_functions([decoder] if decoder else [], [aligner] if aligner else [],
+                                 score=score, say=say)[0]
 
 
 def judge_drawn(decoder, raw: dict) -> str | None:

@@ -33,7 +33,8 @@ def _dtypes(backend, wanted=None) -> tuple[str, ...]:
 
 
 def fuzz(backend_name: str | None = None, *, out=None, resume: bool = False,
-         progress: bool = True, decoder: str | None = None, **options) -> RunResult:
+         progress: bool = True, decoder: str | None = None, aligner: str | None = None,
+         score: str | None = None, **options) -> RunResult:
     """Search for a problem on which ``backend_name`` disagrees with ``against`` (or crashes, hangs
     or breaks a gradient invariant) for ``budget`` seconds; shrink the first one found.
 
@@ -52,11 +53,15 @@ def fuzz(backend_name: str | None = None, *, out=None, resume: bool = False,
     summary is the campaign's, with the first find.
 
     ``decoder``: fuzz that decoder or aligner instead, judged by brute force
-    (:mod:`ctcbench.fuzz.decoders`; ``budget`` and ``seed`` apply, here only).
+    (:mod:`ctcbench.fuzz.decoders`; ``budget`` and ``seed`` apply, here only); a
+    ``"pkg.mod:name"`` is a user's decoder function, ``aligner`` an aligner function (or name),
+    ``score`` what such a function's scores are where it does not say.
     """
     s = from_options(FuzzSettings, options, "fuzz()")
-    if decoder is not None:
-        return _fuzz_decoder(decoder, s, out=out, resume=resume, progress=progress)
+    if decoder is not None or aligner is not None:
+        from ctcbench.fuzz.decoders import searched_name
+        name = searched_name(decoder, aligner, score, progress)
+        return _fuzz_decoder(name, s, out=out, resume=resume, progress=progress)
     against, budget, seed, dtypes = s.against, s.budget, s.seed, s.dtypes or None
     executor, scheduler, jobs = s.executor, s.scheduler, s.jobs
     check_executor(executor, scheduler)

@@ -1,4 +1,6 @@
 """The judge names each planted fault, and passes ctcbench's own decoders on every case."""
+import re
+
 import pytest
 
 from ctcbench.caselib.decoder_cases import load_decoder_cases
@@ -32,7 +34,7 @@ def test_our_decoders_pass_every_case(name):
      "repeats merged across a blank"),
     (faulty.NoMergeGreedy(), "repeat_without_blank", "repeats not merged"),
     (faulty.LastClassBlankGreedy(), "blank_first_and_last", "class 2 treated as the blank"),
-    (faulty.PaddingReadingGreedy(), "ragged_lengths", "expected"),
+    (faulty.PaddingReadingGreedy(), "ragged_lengths", "padding read as frames"),
     (faulty.DoubleMergeBeam(), "repeat_across_blank", "repeats merged across a blank"),
     (faulty.OverScoringBeam(), "random_small", "scored"),
     (faulty.ShiftedLabelsBeam(), "blank_first_and_last", "labels shifted by -1"),
@@ -68,3 +70,19 @@ def test_hand_answers_of_the_case_files_agree_with_brute_force():
             if case.greedy and case.greedy[n] is not None:
                 assert collapse(lp.argmax(1), blank=case.blank) == case.greedy[n], case.name
     assert not set(CASES) & {c.name for c in load_cases()}  # a name selects one library's case
+
+
+@pytest.mark.parametrize("infeasible, target, words", [
+    (True, [1, 1], "labels with no path in its 3 frames (infeasible = true), got [1, 1]"),
+    (False, [1, 1, 1], "labels with a path in its 3 frames, got [1, 1, 1]"),
+    ("yes", [1, 1, 1], "sample[0].infeasible: expected true or false, got 'yes'"),
+])
+def test_a_target_declared_infeasible_must_have_no_path(infeasible, target, words):
+    """A case's word on a target's feasibility is checked as it loads (minimal_path)."""
+    from ctcbench.caselib.decoder_cases import parse_decoder_case
+    raw = {"name": "x", "description": "d", "provenance": "p",
+           "sample": [{"probs": [[0.5, 0.5]] * 3, "target": target}]}
+    if infeasible is not False:
+        raw["sample"][0]["infeasible"] = infeasible
+    with pytest.raises(ValueError, match=re.escape(words)):
+        parse_decoder_case(raw, family="f", source="f.toml")
