@@ -3,9 +3,12 @@
 The function is imported in its worker process only (``isolated``: a segfault costs the
 worker), called in one of four conventions, and its gradient taken by its framework:
 
-- ``torch``: ``f(log_probs (T, N, C), targets (N, S), input_lengths (N,), target_lengths (N,),
-  blank=, reduction="none")`` -> loss ``(N,)``, as ``torch.nn.functional.ctc_loss``; the
-  log-probs are ``log_softmax(logits)`` and the gradient is autograd's, w.r.t. the logits;
+- ``torch``: ``f(log_probs (T, N, C), targets (N, S) or (sum S,), input_lengths (N,),
+  target_lengths (N,), blank=, reduction="none")`` -> loss ``(N,)``, as
+  ``torch.nn.functional.ctc_loss``; the log-probs are ``log_softmax(logits)`` and the gradient
+  is autograd's, w.r.t. the logits (on padded frames, the function's own gradient w.r.t. its
+  log-probs there: log_softmax's backward through a NaN frame would be NaN whatever the
+  function did);
 - ``optax``: ``f(logits (N, T, C), logit_paddings (N, T), labels (N, S), label_paddings
   (N, S), blank_id=)`` -> loss ``(N,)``, as ``optax.ctc_loss``; the gradient by ``jax.grad``,
   under ``jax.jit`` where the function traces (said in the notes);
@@ -17,41 +20,50 @@ worker), called in one of four conventions, and its gradient taken by its framew
 The convention is read from the names of the first four parameters where they are those of
 the library named; a function whose parameters do not say is called in ``convention``. A ``blank``
 argument the function lacks means it handles blank 0 only; a ``reduction`` one is passed
-``"none"``. Padded frames hold logit 0. When the worker starts, a two-frame problem probes
-which dtypes the function computes in and, for torch, whether it takes padded or
-concatenated targets; every result's first note says what was found.
+``"none"``. The function sees each case as it is written: padded frames hold what the case
+puts there (NaN, 1e30), ``-inf`` logits stay ``-inf``, targets and lengths keep their integer
+type, and a torch-convention function gets concatenated targets where the case gives them
+so and it takes them. When the worker starts, a two-frame problem probes which dtypes the
+function computes in and, for torch, which target layouts it takes; every result's first
+note says what was found. Where the probe fails, its message says why: a tuple returned, a
+loss of another shape than ``(N,)``, a reduction, log-probs where logits are handed over.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import inspect
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from ctcbench.core.ctcmath import log_softmax, paths_collapsing_to
 from ctcbench.core.problem import FLOAT_DTYPES, CTCProblem
 from ctcbench.errors import InputError, fail
 from ctcbench.runtime.protocol import BackendResult, UnsupportedProblem
 
 OPTION = "--function"
+TARGET_LAYOUTS = ("padded", "concatenated")  # the target layouts CTCProblem.target_layout names
 
 
 @dataclass(frozen=True)
 class Convention:
     """A calling convention: the parameter names that identify it, what it imports, the
-    name of its blank argument, and the extra that installs its framework."""
+    name of its blank argument, the extra that installs its framework, and what it hands the
+    function as scores (``"log-probs"`` or ``"logits"``)."""
 
     name: str
     params: tuple[str, ...]
     blank: str
     needs: tuple[str, ...]
     extra: str
+    scores: str = "logits"
 
 
 CONVENTIONS = {c.name: c for c in (
     Convention("torch", ("log_probs", "targets", "input_lengths", "target_lengths"), "blank",
-               ("torch",), "torch"),
+               ("torch",), "torch", "log-probs"),
     Convention("optax", ("logits", "logit_paddings", "labels", "label_paddings"), "blank_id",
                ("jax",), "jax"),
     Convention("keras", ("target", "output", "target_length", "output_length"), "mask_index",
@@ -60,6 +72,18 @@ CONVENTIONS = {c.name: c for c in (
                ("numpy",), "numpy"),
 )}
 READ_OFF = ("torch", "optax", "keras")  # recognised by parameter names; numpy must be named
+
+
+class CallMismatch(ValueError):
+    """What a function returned does not fit its convention (a tuple, a loss of another shape
+    than ``(N,)``): ``what`` came back, and ``fix``, what to return instead."""
+
+    def __init__(self, target: str, what: str, fix: str):
+        super().__init__(f"{target} returned {what}: {fix}")
+        self.what, self.fix = what, fix
+
+    def __reduce__(self):  # raised in a worker process, it is pickled back to the parent
+        return type(self), (str(self).partition(" returned ")[0], self.what, self.fix)
 
 
 def parameters(fn) -> list[str]:
@@ -83,6 +107,13 @@ def convention_of(fn, asked: str | None, target: str) -> Convention:
          f"ctc_loss", "none")
 
 
+def convention_in(notes, target: str) -> str | None:
+    """The convention a result's first note (written by :class:`FunctionBackend`) names."""
+    first = notes[0] if notes else ""
+    m = re.match(rf"{re.escape(target)}: (\w+) convention", first)
+    return m.group(1) if m and m.group(1) in CONVENTIONS else None
+
+
 def load_function(target: str):
     """The callable at ``"pkg.mod:name"`` (a dotted name after the colon reaches into a class)."""
     module, _, attr = target.partition(":")
@@ -102,6 +133,60 @@ def load_function(target: str):
     return obj
 
 
+PROBE_LOGITS = np.array([[[0.5, -0.2, 0.1], [0.2, 0.4, -0.3]],
+                         [[0.3, 0.2, -0.4], [-0.1, 0.6, 0.0]]])  # (T=2, N=2, C=3), unnormalised
+PROBE_TARGETS = ((1,), (2,))
+
+
+def probe_problem(dtype: str = "float64", logits=PROBE_LOGITS) -> CTCProblem:
+    """The two-frame, two-sample problem every function is probed on, in ``dtype``."""
+    return CTCProblem(_as(np.asarray(logits, np.float64), dtype), [list(t) for t in PROBE_TARGETS],
+                      [2, 2], [len(t) for t in PROBE_TARGETS])
+
+
+def _probe_losses(scores: np.ndarray) -> np.ndarray:
+    """``(N,)`` CTC losses of the probe problem with ``scores (T, N, C)`` taken as log-probs."""
+    T, N, C = scores.shape
+    out = []
+    for n, target in enumerate(PROBE_TARGETS):
+        paths = paths_collapsing_to(T, C, target)  # (P, T)
+        out.append(-np.logaddexp.reduce(scores[np.arange(T)[None, :], n, paths].sum(axis=1)))
+    return np.array(out)
+
+
+def _shape_of(value) -> str:
+    shape = getattr(value, "shape", None)
+    return f"shape {tuple(shape)}" if shape is not None else type(value).__name__
+
+
+def per_sample_loss(value, N: int, target: str, *, reduced: bool):
+    """``value`` unless it is no ``(N,)`` loss: then :class:`CallMismatch` saying what it is
+    and what to return. ``reduced``: whether the call asked for ``reduction="none"``."""
+    want = f"one loss per sample is shape (N,) = ({N},)"
+    if isinstance(value, (tuple, list)):
+        shapes = [_shape_of(v) for v in value]
+        loss = [i for i, v in enumerate(value) if tuple(getattr(v, "shape", ())) == (N,)]
+        which = (f"return only element {loss[0]}, which has that shape (f(...)[{loss[0]}])"
+                 if len(loss) == 1 else "return only the per-sample loss")
+        raise CallMismatch(target, f"a {type(value).__name__} of {len(value)} "
+                           f"({', '.join(shapes)})", f"{which}; {want}")
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        raise CallMismatch(target, type(value).__name__, f"return an array; {want}")
+    shape = tuple(shape)
+    if shape == (N,):
+        return value
+    if shape in ((), (1,)):
+        how = ("although reduction='none' was passed" if reduced else "pass reduction='none' "
+               "or return the losses before any sum or mean")
+        raise CallMismatch(target, f"a loss of shape {shape} for N = {N} samples",
+                           f"it reduces the batch (a sum or a mean), {how}; {want}")
+    if shape in ((N, 1), (1, N)):
+        raise CallMismatch(target, f"a loss of shape {shape}",
+                           f"drop the axis of length 1 (loss.reshape(-1)); {want}")
+    raise CallMismatch(target, f"a loss of shape {shape}", f"{want}, no reduction")
+
+
 class FunctionBackend:
     """``target``'s function in ``convention`` (``None``: read off its parameters) on
     ``device`` (torch's; ``"cpu"`` or ``"cuda"``); ``known_issues``: its implementer's."""
@@ -113,7 +198,7 @@ class FunctionBackend:
         self.target, self.asked, self.device = target, convention, device
         self.known_issues = dict(known_issues or {})  # "case/dtype" glob -> reason
         self.fn = self.convention = None
-        self.dtypes_found, self.layout, self.notes = (), "padded", []
+        self.dtypes_found, self.layouts, self.notes = (), ("padded",), []
 
     # -- in the worker --------------------------------------------------------------------
     def prepare(self) -> None:
@@ -129,42 +214,114 @@ class FunctionBackend:
         read = ("read off its parameters" if c.name in READ_OFF
                 and tuple(parameters(self.fn)[:4]) == c.params else "named by --convention")
         self.dtypes_found = self._probe()
+        warning = self._scores_warning()
         self.notes = [f"{self.target}: {c.name} convention ({read}); "
                       f"{'takes' if self._takes(c.blank) else 'no'} {c.blank} argument; "
-                      f"targets {self.layout}; computes in {', '.join(self.dtypes_found)} "
-                      f"(probed){self.call.note}"]
+                      f"targets {self._layout_note()}; computes in "
+                      f"{', '.join(self.dtypes_found)} (probed){self.call.note}"
+                      + (f"; warning: {warning}" if warning else "")]
 
     def _takes(self, name: str) -> bool:
         return name in self.params or any(
             p.kind is p.VAR_KEYWORD for p in inspect.signature(self.fn).parameters.values())
 
+    def _layout_note(self) -> str:
+        if self.convention.name != "torch" or len(self.layouts) == len(TARGET_LAYOUTS):
+            return " and ".join(self.layouts)
+        other = next(x for x in TARGET_LAYOUTS if x not in self.layouts)
+        return f"{self.layouts[0]} only ({other} ones are given {self.layouts[0]})"
+
     def _probe(self) -> tuple[str, ...]:
-        """The dtypes a two-frame problem runs in, and (torch) the target layout it takes;
-        an InputError naming ``--function`` with its first error when it runs in none."""
-        logits = np.array([[[0.5, -0.2, 0.1]], [[0.3, 0.2, -0.4]]])  # (T=2, N=1, C=3)
-        first = None
-        found = []
-        layouts = ("padded", "concatenated") if self.convention.name == "torch" else ("padded",)
+        """The dtypes the probe problem runs in, and (torch) the target layouts it takes; an
+        InputError naming ``--function`` that says why when it runs in none."""
+        found, failed, layouts = [], {}, None
         for dtype in FLOAT_DTYPES:
             if dtype == "bfloat16" and self.convention.name != "torch":
                 continue  # NumPy has none, so only a torch tensor can carry it
-            problem = CTCProblem(_as(logits, dtype), [[1]], [2], [1])
-            for layout in layouts:
-                self.layout = layout
+            problem = probe_problem(dtype)
+            took, tried = [], layouts or self._probe_layouts()
+            for layout in tried:
                 try:
-                    self._run(problem, None)
+                    self._run(problem, None, layout=layout)
                 except InputError:
                     raise
-                except Exception as exc:
-                    first = first or f"{dtype}, targets {layout}: {type(exc).__name__}: {exc}"
+                except CallMismatch as exc:  # what it returns: no dtype is to blame
+                    if layout == tried[0]:  # (another layout it may just not take)
+                        fail(OPTION, f"a CTC function in the {self.convention.name} "
+                             f"convention that returns one loss per sample", str(exc)[:600])
                     continue
+                except Exception as exc:
+                    failed.setdefault(dtype, f"{type(exc).__name__}: {exc}")
+                    continue
+                took.append(layout)
+            if took:
                 found.append(dtype)
-                layouts = (layout,)  # the first layout it took, for every later call
-                break
+                layouts = layouts or tuple(took)  # the layouts of the first dtype that ran
         if not found:
             fail(OPTION, f"a CTC function that runs in the {self.convention.name} convention "
-                 "on a two-frame problem", f"{first}"[:600])
+                 "on a two-frame problem", self._why_not(failed)[:600])
+        self.layouts = layouts
         return tuple(found)
+
+    def _probe_layouts(self) -> tuple[str, ...]:
+        return TARGET_LAYOUTS if self.convention.name == "torch" else ("padded",)
+
+    def _why_not(self, failed: dict[str, str]) -> str:
+        """What the probe's calls raised, the dtype named only where the errors differ by
+        dtype, and what a retry shows (no reduction asked, other scores handed over)."""
+        errors = list(dict.fromkeys(failed.values()))
+        said = (f"{self.target} raised {errors[0]}" if len(errors) == 1 else
+                f"{self.target} raised " + "; ".join(f"in {d}: {e}" for d, e in failed.items()))
+        dtype = "float64" if "float64" in failed else next(iter(failed))
+        for retry, change, fix in self._retries():
+            try:
+                retry(probe_problem(dtype))
+            except CallMismatch as exc:
+                return f"{said}; {change}, it returns {exc.what}: {fix or exc.fix}"
+            except Exception:
+                continue
+            return f"{said}; {change}, it runs" + (f": {fix}" if fix else "")
+        return said
+
+    def _retries(self):
+        """``(call, what it changes, what to do where it then runs or None)`` tried on a probe
+        that failed, to say why it did."""
+        c = self.convention
+        if c.name == "torch" and self._takes("reduction"):
+            yield (lambda p: self._run(p, None, reduction=False),
+                   "called without the reduction='none' ctcbench passes",
+                   "make reduction='none' return one loss per sample, shape (N,)")
+        if c.scores == "log-probs":
+            yield (lambda p: self._run(p, None, probabilities=True),
+                   f"handed probabilities instead of the log-probabilities the {c.name} "
+                   f"convention hands over (log_softmax(logits), as torch's ctc_loss takes them)",
+                   None)
+        else:
+            yield (lambda p: self._run(p.with_logits(log_softmax(p.logits)), None),
+                   f"handed log-probabilities instead of the unnormalised logits the {c.name} "
+                   f"convention hands over (to which the function applies log_softmax, as "
+                   f"{c.name}'s ctc_loss does; --convention torch hands log-probs)", None)
+
+    def _scores_warning(self) -> str | None:
+        """Where the probe's losses show the scores read in another convention: NaN (the log
+        of log-probs taken), or the loss of logits taken as log-probs."""
+        dtype = next((d for d in ("float64", "float32") if d in self.dtypes_found), None)
+        if dtype is None:
+            return None
+        loss, _ = self._run(probe_problem(dtype), None)
+        right = _probe_losses(log_softmax(PROBE_LOGITS))
+        if np.isnan(loss).all():
+            return (f"its losses on the two-frame probe are NaN (want {right.round(4).tolist()}): "
+                    f"does it take the log of its input? The {self.convention.name} convention "
+                    f"hands it {self.convention.scores}")
+        wrong = _probe_losses(PROBE_LOGITS)
+        if self.convention.scores == "logits" and np.allclose(loss, wrong, rtol=1e-4) \
+                and not np.allclose(loss, right, rtol=1e-4):
+            return (f"its losses on the two-frame probe, {loss.round(4).tolist()}, are those "
+                    f"of the logits taken as log-probabilities (want {right.round(4).tolist()}, "
+                    f"after log_softmax): the {self.convention.name} convention hands it "
+                    f"unnormalised logits")
+        return None
 
     def run(self, problem: CTCProblem, *, grad_weights=None) -> BackendResult:
         if self.fn is None:
@@ -178,26 +335,59 @@ class FunctionBackend:
         if problem.blank % problem.shape[2] != 0 and not self._takes(self.convention.blank):
             raise UnsupportedProblem(f"{self.target} takes no {self.convention.blank} "
                                      f"argument, so it is tried on blank 0 only")
-        loss, grad = self._run(problem, grad_weights)
+        layout = problem.target_layout if problem.target_layout in self.layouts else None
+        loss, grad = self._run(problem, grad_weights, layout=layout)
         return BackendResult(loss, grad, compute_dtype=problem.dtype, notes=list(self.notes))
 
-    def _run(self, problem: CTCProblem, grad_weights) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, problem: CTCProblem, grad_weights, *, layout: str | None = None,
+             reduction: bool = True, probabilities: bool = False):
+        """``(loss (N,), grad (T, N, C))`` float64 of one call. ``layout``: the targets' layout
+        (default the first the function takes); ``reduction=False`` leaves out the
+        ``reduction`` argument and ``probabilities=True`` hands a torch-convention function
+        probabilities: what the probe tries to say why a call failed."""
         T, N, C, _ = problem.shape
         w = np.ones(N) if grad_weights is None else np.asarray(grad_weights, np.float64)
         kwargs = {}
         if self._takes(self.convention.blank):
             kwargs[self.convention.blank] = problem.blank % C
-        if self.convention.name == "torch" and self._takes("reduction"):
+        reduced = reduction and self.convention.name == "torch" and self._takes("reduction")
+        if reduced:
             kwargs["reduction"] = "none"
-        loss, grad = self.call(problem, w, kwargs)
+        call = _Call(problem, w, kwargs, layout or self.layouts[0], reduced, probabilities)
+        loss, grad = self.call(call)
         loss, grad = np.asarray(loss, np.float64), np.asarray(grad, np.float64)
-        if loss.shape != (N,):
-            raise ValueError(f"{self.target} returned a loss of shape {loss.shape}, not "
-                             f"(N,) = ({N},): one loss per sequence, no reduction")
         if grad.shape != (T, N, C):
-            raise ValueError(f"{self.target}'s gradient has shape {grad.shape}, not "
-                             f"(T, N, C) = {(T, N, C)}")
+            raise CallMismatch(self.target, f"a gradient of shape {grad.shape}",
+                               f"the gradient is shape (T, N, C) = {(T, N, C)}")
         return loss, grad
+
+    def checked_loss(self, value, N: int, reduced: bool = False):
+        """``value`` if it is one loss per sample, else :class:`CallMismatch`."""
+        return per_sample_loss(value, N, self.target, reduced=reduced)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One call's inputs: the problem, the upstream weights ``w (N,)``, the keyword arguments
+    for the function, the targets' layout, whether ``reduction="none"`` is among them, and
+    whether a torch-convention call hands probabilities (a probe's retry)."""
+
+    problem: CTCProblem
+    w: np.ndarray
+    kwargs: dict
+    layout: str
+    reduced: bool
+    probabilities: bool = False
+
+    def targets(self) -> np.ndarray:
+        """The targets in the call's layout and the case's index dtype."""
+        p = self.problem
+        targets = p.concatenated_targets() if self.layout == "concatenated" else p.targets
+        return targets.astype(p.index_dtype)  # (N, S) or (sum S,)
+
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        p = self.problem
+        return p.input_lengths.astype(p.index_dtype), p.target_lengths.astype(p.index_dtype)
 
 
 def _as(logits: np.ndarray, dtype: str):
@@ -206,10 +396,6 @@ def _as(logits: np.ndarray, dtype: str):
         import torch
         return torch.from_numpy(logits).to(torch.bfloat16)
     return logits.astype(dtype)
-
-
-def _lengths(problem: CTCProblem):
-    return problem.input_lengths.astype(np.int64), problem.target_lengths.astype(np.int64)
 
 
 class _Torch:
@@ -222,21 +408,25 @@ class _Torch:
             fail("--device", "a CUDA device torch can use", "cuda (none here)")
         self.note = f"; on {backend.device}"
 
-    def __call__(self, problem, w, kwargs):
-        torch, b = self.torch, self.backend
-        held = "float32" if problem.dtype == "bfloat16" else problem.dtype  # NumPy's dtype
-        logits = torch.tensor(problem.clean_logits(held), device=b.device).to(
-            getattr(torch, problem.dtype)).requires_grad_()  # (T, N, C)
-        targets = (problem.concatenated_targets() if b.layout == "concatenated"
-                   else problem.targets)  # (sum L,) or (N, S)
-        args = [torch.as_tensor(x.astype(np.int64), device=b.device)
-                for x in (targets, *_lengths(problem))]
-        loss = b.fn(logits.log_softmax(-1), *args, **kwargs)
+    def __call__(self, call: _Call):
+        torch, b, p = self.torch, self.backend, call.problem
+        logits = torch.tensor(np.array(p.logits), device=b.device).to(
+            getattr(torch, p.dtype)).requires_grad_()  # (T, N, C) as the case holds them
+        log_probs = logits.log_softmax(-1)
+        log_probs.retain_grad()
+        scores = log_probs.exp() if call.probabilities else log_probs
+        args = [torch.as_tensor(x, device=b.device) for x in (call.targets(), *call.lengths())]
+        loss = b.checked_loss(b.fn(scores, *args, **call.kwargs), len(call.w), call.reduced)
         if not isinstance(loss, torch.Tensor):
-            raise TypeError(f"{b.target} returned {type(loss).__name__}, not a torch tensor")
-        if loss.requires_grad and loss.shape == (len(w),):
-            (loss * torch.as_tensor(w, dtype=loss.dtype, device=loss.device)).sum().backward()
-        grad = logits.grad if logits.grad is not None else torch.zeros_like(logits)
+            raise CallMismatch(b.target, type(loss).__name__, "return a torch tensor, the "
+                               "loss of the log-probs it was handed")
+        if loss.requires_grad:
+            (loss * torch.as_tensor(call.w, dtype=loss.dtype, device=loss.device)).sum().backward()
+        zeros = torch.zeros_like(logits)
+        valid = torch.as_tensor(p.frame_mask, device=b.device)[..., None]  # (T, N, 1)
+        through = logits.grad if logits.grad is not None else zeros
+        own = log_probs.grad if log_probs.grad is not None else zeros
+        grad = torch.where(valid, through, own)  # padded frames: the function's own gradient
         return loss.detach().double().cpu().numpy(), grad.double().cpu().numpy()
 
 
@@ -249,38 +439,39 @@ class _Optax:
         self.jax, self.backend, self.jitted, self.steps = jax, backend, True, {}
         self.note = "; under jax.jit"
 
-    def _step(self, kwargs: dict, jitted: bool):
+    def _step(self, call: _Call, jitted: bool):
         """The loss and gradient of ``sum(w * loss)``, one per blank argument (jax.jit then
         compiles once per shape, as a user's jitted training step does)."""
-        key = (tuple(sorted(kwargs.items())), jitted)
+        key = (tuple(sorted(call.kwargs.items())), jitted)
         if key not in self.steps:
-            jax, fn = self.jax, self.backend.fn
+            jax, b, kwargs = self.jax, self.backend, call.kwargs
 
             def total(logits, logit_pad, labels, label_pad, w):
-                loss = fn(logits, logit_pad, labels, label_pad, **kwargs)  # (N,)
+                loss = b.checked_loss(b.fn(logits, logit_pad, labels, label_pad, **kwargs),
+                                      logits.shape[0])  # (N,)
                 return (loss * w).sum(), loss
             step = jax.value_and_grad(total, has_aux=True)
             self.steps[key] = jax.jit(step) if jitted else step
         return self.steps[key]
 
-    def __call__(self, problem, w, kwargs):
-        jax, b = self.jax, self.backend
-        dtype = np.dtype(problem.dtype)
-        inputs, lengths = _lengths(problem)
-        T, S = problem.shape[0], problem.targets.shape[1]
-        args = (problem.clean_logits(dtype).transpose(1, 0, 2),  # (N, T, C)
+    def __call__(self, call: _Call):
+        jax, b, p = self.jax, self.backend, call.problem
+        dtype = np.dtype(p.dtype)
+        inputs, lengths = call.lengths()
+        T, S = p.shape[0], p.targets.shape[1]
+        args = (np.array(p.logits).transpose(1, 0, 2),  # (N, T, C) as the case holds them
                 (np.arange(T)[None, :] >= inputs[:, None]).astype(dtype),  # (N, T) 1 = padding
-                problem.targets.astype(np.int32),  # (N, S)
+                call.targets(),  # (N, S)
                 (np.arange(S)[None, :] >= lengths[:, None]).astype(dtype),  # (N, S)
-                w.astype(dtype))  # (N,)
+                call.w.astype(dtype))  # (N,)
         try:
-            (_, loss), grad = self._step(kwargs, self.jitted)(*args)
+            (_, loss), grad = self._step(call, self.jitted)(*args)
         except jax.errors.JAXTypeError as exc:  # it branches on values: no jit
             if not self.jitted:
                 raise
             self.jitted, self.note = False, f"; not jitted ({type(exc).__name__})"
             b.notes = [n.replace("; under jax.jit", self.note) for n in b.notes]
-            (_, loss), grad = self._step(kwargs, False)(*args)
+            (_, loss), grad = self._step(call, False)(*args)
         return np.asarray(loss), np.asarray(grad).transpose(1, 0, 2)
 
 
@@ -293,14 +484,14 @@ class _Keras:
         self.framework = keras.backend.backend()
         self.note = f"; keras on {self.framework}"
 
-    def __call__(self, problem, w, kwargs):
-        b, dtype = self.backend, np.dtype(problem.dtype)
-        inputs, lengths = _lengths(problem)
-        logits = problem.clean_logits(dtype).transpose(1, 0, 2)  # (N, T, C)
-        labels = problem.targets.astype(np.int64)  # (N, S)
+    def __call__(self, call: _Call):
+        b, p, w = self.backend, call.problem, call.w
+        inputs, lengths = call.lengths()
+        logits = np.array(p.logits).transpose(1, 0, 2)  # (N, T, C) as the case holds them
+        labels = call.targets()  # (N, S)
 
         def loss_of(x):
-            return b.fn(labels, x, lengths, inputs, **kwargs)  # (N,)
+            return b.checked_loss(b.fn(labels, x, lengths, inputs, **call.kwargs), len(w))
 
         if self.framework == "jax":
             import jax
@@ -336,14 +527,17 @@ class _Numpy:
     def __init__(self, backend: FunctionBackend):
         self.backend = backend
 
-    def __call__(self, problem, w, kwargs):
-        out = self.backend.fn(problem.clean_logits(problem.dtype), problem.targets.copy(),
-                              *_lengths(problem), **kwargs)
+    def __call__(self, call: _Call):
+        b, p = self.backend, call.problem
+        out = b.fn(np.array(p.logits), call.targets(), *call.lengths(), **call.kwargs)
         if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError(f"{self.backend.target} returned {type(out).__name__}, not "
-                            f"(loss (N,), grad (T, N, C)) as the numpy convention wants")
-        loss, grad = (np.asarray(x, np.float64) for x in out)
-        return loss, grad * w[None, :, None] if grad.ndim == 3 else grad
+            what = (f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list))
+                    else f"{type(out).__name__} ({_shape_of(out)})")
+            raise CallMismatch(b.target, what, "return (loss (N,), grad (T, N, C)), as the "
+                               "numpy convention wants")
+        loss = b.checked_loss(np.asarray(out[0], np.float64), len(call.w))
+        grad = np.asarray(out[1], np.float64)
+        return loss, grad * call.w[None, :, None] if grad.ndim == 3 else grad
 
 
 _CALLS = {"torch": _Torch, "optax": _Optax, "keras": _Keras, "numpy": _Numpy}

@@ -14,15 +14,13 @@ import os
 import re
 import sys
 
-import numpy as np
-
 from ctcbench.errors import InputError, expect, fail, one_of
+from ctcbench.runtime.devices import DEVICES
+from ctcbench.runtime.function_backend import CONVENTIONS, probe_problem
 from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout, UnsupportedProblem
 from ctcbench.runtime.registry import get_backend, register_backend
 
 FACTORY = "ctcbench.runtime.function_backend:FunctionBackend"
-CONVENTIONS = ("torch", "optax", "keras", "numpy")  # ctcbench/runtime/function_backend.py: CONVENTIONS
-DEVICES = ("cpu", "cuda")
 TARGET = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
@@ -78,12 +76,10 @@ def _factory():
 
 
 def _probe_note(backend) -> str:
-    """The first note of a call on a two-frame problem: what the worker's probe found."""
-    from ctcbench.core.problem import CTCProblem
-    logits = np.array([[[0.5, -0.2, 0.1]], [[0.3, 0.2, -0.4]]])  # (T=2, N=1, C=3)
+    """The first note of a call on the probe's problem: what the worker's probe found."""
     for dtype in ("float32", "float64", "float16"):
         try:
-            result = backend.run(CTCProblem(logits.astype(dtype), [[1]], [2], [1]))
+            result = backend.run(probe_problem(dtype))
         except UnsupportedProblem:
             continue
         except InputError:

@@ -87,7 +87,7 @@ def one_line_error(tmp_path, *args):
     ("torch_ctc:no_such_name", "a name 'no_such_name' in torch_ctc"),
     ("torch_ctc:NEG", "a callable CTC function"),
     ("bad_functions:two_params", "--convention: expected one of torch, optax, keras, numpy"),
-    ("bad_functions:wrong_shape", "one loss per sequence"),
+    ("bad_functions:wrong_shape", "returned a loss of shape () for N = 2 samples"),
     ("bad_functions:raises_on_import", "a module 'bad_functions_import' that imports"),
 ])
 def test_each_mistake_in_the_option_is_one_line_naming_it(tmp_path, in_implementations,

@@ -23,7 +23,9 @@ def _ctc(logits, logit_paddings, labels, label_paddings, blank_id, repeat_rule):
     empty = jnp.where(tl == 0, 0.0, jnp.inf)
     if T == 0:
         return empty.astype(logits.dtype)
-    lp = jax.nn.log_softmax(logits.astype(jnp.float64), axis=-1)  # (N, T, C)
+    # padded frames given 0 before log_softmax: its backward through a NaN frame is NaN
+    x = jnp.where(logit_paddings[..., None] > 0, 0.0, logits.astype(jnp.float64))
+    lp = jax.nn.log_softmax(x, axis=-1)  # (N, T, C)
     lab = jnp.where(jnp.arange(S) < tl[:, None], labels, blank_id)
     ext = jnp.full((N, 2 * S + 1), blank_id, labels.dtype).at[:, 1::2].set(lab)
     skip = jnp.zeros(ext.shape, bool).at[:, 2:].set(ext[:, 2:] != blank_id)
