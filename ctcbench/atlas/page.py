@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctcbench.atlas.kind import KIND
+from ctcbench.atlas.kind import KIND, UNTRIED
 from ctcbench.runs.store import RowLog
 
 
@@ -19,4 +19,5 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     for m in matrices.values():
         m["entries"] = sorted({k for t in m["versions"].values() for k in t if k != "release"})
     regressions = [r for r in rows if r.get("regression")]  # reproduces although fixed
-    return {"rows": rows, "counts": counts, "versions": matrices, "regressions": regressions}
+    return {"rows": rows, "counts": counts, "versions": matrices, "regressions": regressions,
+            "untried": list(UNTRIED)}

@@ -19,7 +19,7 @@ import sys
 
 import pandas as pd
 
-from ctcbench.atlas.kind import KIND, Outcome
+from ctcbench.atlas.kind import KIND, UNTRIED, Outcome
 from ctcbench.atlas.probes import try_probes
 from ctcbench.atlas.versions import DEFAULT_CACHE, parse_versions, version_matrix
 from ctcbench.caselib.known import load_atlas
@@ -147,16 +147,19 @@ def records(result: RunResult) -> list[dict]:
 
 
 def table_text(result: RunResult) -> str:
-    """An atlas run for people: a line per entry (status, id, device, what was tried), then
-    the counts."""
+    """An atlas run for people: a line per entry (status, id, device, what was tried and, for
+    an entry not tried here, why), then the counts."""
     rows = result.rows.to_dict("records")
-    wid = max(len(r["id"]) for r in rows)
-    lines = [f"{'outcome':<10}  {'entry':<{wid}}  dev  tried (backend case dtype, or raw call)"]
-    for r in rows:
-        tried = (f"{r['backend']} {r['case']} {r['dtype']}" if isinstance(r.get("case"), str)
-                 else f"{r['backend']} raw call: {r['probe']}" if isinstance(r.get("probe"), str)
-                 else "")
-        lines.append(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {tried}".rstrip())
+    tried = [(f"{r['backend']} {r['case']} {r['dtype']}" if isinstance(r.get("case"), str)
+              else f"{r['backend']} raw call: {r['probe']}" if isinstance(r.get("probe"), str)
+              else "") for r in rows]
+    head = "tried (backend case dtype, or raw call)"
+    wid, twid = max(len(r["id"]) for r in rows), max(map(len, [head, *tried]))
+    lines = [f"{'outcome':<10}  {'entry':<{wid}}  dev  {head:<{twid}}  why not tried"]
+    for r, t in zip(rows, tried):
+        why = r.get("reason") if r["status"] in UNTRIED else ""
+        lines.append(f"{r['status']:<10}  {r['id']:<{wid}}  {r['device']:<3}  {t:<{twid}}  "
+                     f"{why or ''}".rstrip())
     counts = ", ".join(f"{v} {k}" for k, v in result.summary.items() if k in set(Outcome) and v)
     lines += [f"regression: {line}" for line in result.summary.get("regressions", [])]
     for m in result.summary.get("versions", {}).values():
