@@ -1,5 +1,5 @@
-"""The ``ctcbench`` command line: thin commands over library functions. The drivers' commands
-are in ``ctcbench/<driver>/command.py``, added here from the ``DRIVERS`` table.
+"""The ``ctcbench`` command line: thin commands over library functions. The doctor's and the
+drivers' commands are in ``ctcbench/<package>/command.py``, added here (``COMMAND_PACKAGES``).
 
 Library errors become one ``Error:`` line here and nowhere else (``Commands``). Heavy imports
 happen inside commands, so ``ctcbench --help`` stays instant.
@@ -14,11 +14,6 @@ import click
 
 from ctcbench import __version__
 from ctcbench.cli_options import case_dirs_option, format_option
-from ctcbench.cli_types import Number, OneOf
-from ctcbench.core.reduction import REDUCTIONS
-from ctcbench.doctor.inputs import LAYOUTS
-from ctcbench.doctor.load import MAX_BYTES
-from ctcbench.doctor.torch_path import DEVICES as TORCH_DEVICES
 from ctcbench.drivers import DRIVERS
 from ctcbench.errors import InputError
 
@@ -82,13 +77,16 @@ def backends(fmt):
 @case_dirs_option("list")
 @format_option("table", "json")
 def cases_cmd(case_dirs, fmt):
-    """List the edge cases: family, oracle, dtypes and what each one checks."""
+    """List the edge cases: family, oracle, dtypes and what each one checks; then, from the
+    built-in library, the decoder and aligner cases (cases/decoders/)."""
+    from ctcbench.caselib.decoder_cases import describe_decoder_cases, load_decoder_cases
     from ctcbench.caselib.library import describe, load_cases
     from ctcbench.compare.checks import prepare_all
     from ctcbench.files import to_json
     cases = load_cases(case_dirs or None)
     prepare_all(cases)  # built and answered as compare would: its errors are reported here too
     rows = describe(cases)
+    rows += [] if case_dirs else describe_decoder_cases(load_decoder_cases())
     if fmt == "json":
         return click.echo(to_json(rows, indent=1))
     names = [f"{r['family']}/{r['name']}" for r in rows]
@@ -98,101 +96,22 @@ def cases_cmd(case_dirs, fmt):
         click.echo(f"{name:<{width}}  {r['oracle']:<12}  {dt:<{dwidth}}  {r['description']}")
 
 
-@cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@format_option("table", "json")
-@click.option("--strict", is_flag=True,
-              help="Exit 1 on warnings too (default: only on errors; info notes never fail).")
-@click.option("--explain-perfect-vs-blank", "explain", is_flag=True,
-              help="Score all-blank and perfect predictions for FILE's shapes under each "
-                   "convention instead of diagnosing.")
-@click.option("--blank", type=Number(int), default=None,
-              help="Blank index the loss uses  [default: FILE's 'blank', else 0]")
-@click.option("--layout", type=OneOf(LAYOUTS), default=LAYOUTS[0], show_default=True,
-              help="Layout the loss expects the values in (torch's ctc_loss: TNC).")
-@click.option("--reduction", type=OneOf(REDUCTIONS), default="mean",
-              show_default=True, help="Reduction the loss uses.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write a PNG of the first samples' frames (probabilities, blank, "
-                   "greedy emissions).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write the findings, their evidence and fixes and the frames plot "
-                   "as one HTML page.")
-@click.option("--max-bytes", "max_bytes", type=Number(int, min=1), default=MAX_BYTES,
-              show_default=True, help="Refuse FILE when its arrays claim more bytes than this "
-              "in all (read from the headers, before loading).")
-@click.option("--device", type=OneOf(TORCH_DEVICES), default=None,
-              help="Also say which of torch's CTC paths FILE's batch takes there (on cuda: "
-                   "cuDNN or native, by torch's rule; no GPU needed) and how to take the other.")
-@click.option("--decoder", "decoder", metavar="PKG.MOD:NAME", default=None,
-              help="Check this decode function on FILE's values (and input_lengths) against "
-                   "ctcbench's decoding instead of diagnosing the loss's inputs.")
-@click.option("--beam", type=Number(int, min=1), default=None,
-              help="With --decoder: it is a beam search of this width (default: greedy).")
-@click.option("--alphabet", default=None, metavar="CHARS",
-              help="With --decoder: class k's character is CHARS[k], for a decoder that "
-                   "returns strings.")
-def doctor(file, fmt, strict, explain, blank, layout, reduction, plot_path, html_path,
-           max_bytes, device, decoder, beam, alphabet):
-    """Diagnose the CTC inputs saved in FILE (.npz or .pt) and say how to fix them."""
-    from ctcbench.doctor.examine import examine
-    from ctcbench.files import check_output_file
-    if decoder is None:
-        for option in [o for o, v in (("--beam", beam), ("--alphabet", alphabet)) if v]:
-            raise click.UsageError(f"{option}: expected --decoder with it, got none")
-    else:
-        return _doctor_decoder(file, decoder, fmt, blank, layout, beam, alphabet, max_bytes,
-                               others=(("--explain-perfect-vs-blank", explain),
-                                       ("--device", device), ("--html", html_path),
-                                       ("--plot", plot_path)))
-    for option in [o for o, v in (("--html", html_path), ("--device", device)) if v and explain]:
-        raise click.UsageError(f"{option}: expected a diagnosis, got --explain-perfect-vs-blank")
-    for option, path, what, suffixes in (("--plot", plot_path, "a PNG", (".png",)),
-                                         ("--html", html_path, "an HTML", (".html", ".htm"))):
-        if path:
-            check_output_file(path, option, what, suffixes)
-    found = examine(file, blank=blank, layout=layout, reduction=reduction, explain=explain,
-                    device=device, max_bytes=max_bytes)
-    result, inputs = found.result, found.inputs
-    click.echo(found.to_json() if fmt == "json" else found.format_table())
-    if plot_path:
-        from ctcbench.doctor.plot import plot_frames
-        click.echo(f"plot: {plot_frames(plot_path, **inputs, layout=layout)}", err=True)
-    if html_path:
-        from ctcbench.drivers import write_doctor_report
-        html = write_doctor_report(result, inputs, html_path, layout=layout, source=file)
-        click.echo(f"report: {html}", err=True)
-    if not explain and result.worst() in (("error", "warning") if strict else ("error",)):
-        raise SystemExit(1)
-
-
-def _doctor_decoder(file, decoder, fmt, blank, layout, beam, alphabet, max_bytes, others):
-    """``doctor FILE --decoder``: the user's decoder checked; exit 1 on any finding."""
-    from ctcbench.doctor.decoder import examine_decoder
-    from ctcbench.files import to_json
-    for option in [o for o, v in others if v]:
-        raise click.UsageError(f"{option}: expected a diagnosis of the loss's inputs, "
-                               f"got --decoder")
-    found = examine_decoder(file, decoder, blank=blank, layout=layout, beam=beam,
-                            alphabet=alphabet, max_bytes=max_bytes)
-    click.echo(to_json(found.to_dict(), indent=2) if fmt == "json" else found.format_table())
-    if not found.ok:
-        raise SystemExit(1)
-
-
 @cli.command(help=f"Write one self-contained HTML page for run folders of any kind "
-                  f"({', '.join(DRIVERS)}), side by side.")
+                  f"({', '.join(DRIVERS)}), side by side; several folders need --out.")
 @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
                 type=click.Path(file_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="HTML file to write [default: RUN_DIR/report.html for one folder].")
+              help="HTML file to write, required for several folders [default: "
+                   "RUN_DIR/report.html for one folder].")
 def report(run_dirs, out):
     from ctcbench.drivers import write_report
     click.echo(f"report: {write_report([Path(d) for d in run_dirs], out)}")
 
 
-for driver in DRIVERS:  # each driver's commands live in ctcbench/<driver>/command.py
-    for command in importlib.import_module(f"ctcbench.{driver}.command").COMMANDS:
+COMMAND_PACKAGES = ("doctor", *DRIVERS)  # each has a command.py with its COMMANDS; the doctor
+# writes no run folder, so it is no run kind of DRIVERS
+for package in COMMAND_PACKAGES:
+    for command in importlib.import_module(f"ctcbench.{package}.command").COMMANDS:
         cli.add_command(command)
 
 main = cli  # the console script's entry point (pyproject.toml)

@@ -1,7 +1,8 @@
 """The drivers' run kinds, in one table, and the pages of their run folders.
 
-Each driver declares its kind once, in ``ctcbench/<driver>/kind.py``; the command line and
-``ctcbench report`` loop over ``DRIVERS``. Adding a driver: docs/layout.md.
+Each driver declares its kind once, in ``ctcbench/<driver>/kind.py``, and is found by that
+file: the command line and ``ctcbench report`` loop over ``DRIVERS``. Adding a driver:
+docs/layout.md.
 """
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import os
 import sys
 from pathlib import Path
 
-from ctcbench.runs.kinds import RunKind, identify
+from ctcbench.runs.kinds import ROWS, RunKind, identify
 
-DRIVERS = ("compare", "bench", "convergence", "fuzz", "atlas", "datasheet")  # each has ctcbench/<name>/kind.py
+HERE = Path(__file__).resolve().parent
+DRIVERS = tuple(sorted(p.parent.name for p in HERE.glob("*/kind.py")))  # ctcbench/<name>/kind.py
+ROWS_TEMPLATE = "rows.html.j2"  # the page of a kind with no page.html.j2: its rows as a table
 
 
 @functools.cache
@@ -28,14 +31,24 @@ def run_page(run_dir: Path, link_base: Path, body=None) -> dict:
     this version does not know, or of a newer row format."""
     run_dir = Path(run_dir)
     kind, meta = identify(run_dir, kinds())
-    body = (body or kind.page_context)(run_dir, meta, link_base)
+    body = (body or (kind.page_context if kind.context else rows_context))(run_dir, meta,
+                                                                          link_base)
+    template = kind.template if (HERE / kind.template).is_file() else ROWS_TEMPLATE
     files = [p for pattern in ("rows.jsonl", "meta.json", *kind.exports)
              for p in sorted(run_dir.glob(pattern.rstrip("/"))) if p.name != "report.html"]
     links = [(p.name + ("/" if p.is_dir() else ""), Path(os.path.relpath(p, link_base)).as_posix())
              for p in files]
-    return {"kind": kind.name, "template": kind.template, "name": run_dir.resolve().name,
+    return {"kind": kind.name, "template": template, "name": run_dir.resolve().name,
             "dir": str(run_dir), "env": meta.get("environment") or {}, "body": body,
             "files": links}
+
+
+def rows_context(run_dir: Path, meta: dict, link_base: Path) -> dict:
+    """The context of a kind that declares none: its rows and their columns, in order."""
+    from ctcbench.runs.store import RowLog
+    kind = kinds()[meta["kind"]]
+    rows = RowLog(Path(run_dir) / ROWS).rows(floats=kind.floats)
+    return {"rows": rows, "columns": list(dict.fromkeys(c for r in rows for c in r))}
 
 
 def write_report(run_dirs, out: Path | None = None) -> Path:

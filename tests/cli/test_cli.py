@@ -47,11 +47,14 @@ def test_unknown_option_is_a_usage_error():
 
 def test_cases_command_lists_library_and_user_folders(tmp_path):
     """`ctcbench cases` lists every case (table and JSON); a bad folder is a clean CLI error."""
+    from ctcbench.caselib.decoder_cases import load_decoder_cases
     runner = CliRunner()
     res = runner.invoke(cli, ["cases", "--format", "json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
-    assert len(rows) == len(load_cases()) and rows[0]["provenance"]
+    decoders = [r for r in rows if r.get("library") == "decoders"]
+    assert len(rows) - len(decoders) == len(load_cases()) and rows[0]["provenance"]
+    assert len(decoders) == len(load_decoder_cases())
     table = runner.invoke(cli, ["cases"])
     assert "published/tf_basic" in table.stdout
     (tmp_path / "bad.toml").write_text(MINIMAL_CASE.format(name="x", oracle="magic"))
