@@ -5,8 +5,10 @@
 adds one test per (case, dtype) of the library, ``mypkg.ctc:ctc_loss::tf_basic[float64]``,
 so ``-k``, ``-x`` and ``--lf`` work on case names; the function runs in a worker process, as
 ``ctcbench compare --function`` runs it (all selected cases in one compare, on the first
-item). A failure says what is wrong and the command that shows it again; the failures your
-``--ctcbench-known-issues FILE`` lists are xfail with their reason; a dtype the function does
+item). A failure says what is wrong, the common fault it shows where compare names one (also
+listed once at the end), and the command that shows it again; the failures your
+``--ctcbench-known-issues FILE`` lists are xfail with their reason, as are those that are the
+known issues of a framework ``--ctcbench-accept-known NAME`` names; a dtype the function does
 not take is a skip. The ``ctc_case`` fixture parametrises your own tests over the library:
 each value has ``name``, ``dtype``, ``problem`` (a ``ctcbench.CTCProblem``), ``loss`` (the
 known answer, ``(N,)``) and ``grad`` (``(T, N, C)``, or None where the oracle gives none).
@@ -29,10 +31,12 @@ OPTIONS = {  # --ctcbench-NAME: (what it takes, help)
     "convention": ("NAME", "torch, optax, keras or numpy, for a function whose parameter "
                            "names do not say"),
     "known-issues": ("FILE.toml", "your known_issues.toml: the failures it lists are xfail"),
+    "accept-known": ("FRAMEWORK", "a framework your function wraps (torch, optax, ...): the "
+                                  "failures that are its known issues are xfail (repeatable)"),
     "case": ("GLOB", "only the cases matching (repeatable) [default: all]"),
     "dtype": ("DTYPE", "only these dtypes (repeatable) [default: each case's own]"),
 }
-REPEATABLE = ("function", "case", "dtype")
+REPEATABLE = ("function", "case", "dtype", "accept-known")
 
 
 def pytest_addoption(parser):
@@ -50,12 +54,14 @@ def _option(config, name: str):
 def pytest_configure(config):
     """Each ``--ctcbench-function`` imported and probed in its worker before any test: a
     mistake in the option is one usage error."""
+    from ctcbench.compare.inherited import FRAMEWORKS
     from ctcbench.compare.run import known_of
-    from ctcbench.errors import InputError
+    from ctcbench.errors import InputError, one_of
     from ctcbench.runtime.functions import add_functions
     targets, path = _option(config, "function"), _option(config, "known-issues")
     if targets:
         try:
+            one_of("accept-known", _option(config, "accept-known"), FRAMEWORKS)
             add_functions(targets, convention=_option(config, "convention"), say=lambda _: None,
                           known_issues=known_of(path, targets) if path else None)
         except (InputError, KeyError, OSError) as exc:
@@ -104,7 +110,8 @@ class CaseItem(pytest.Item):
         if row["status"] in (Status.UNSUPPORTED, Status.SKIPPED):
             pytest.skip(row.get("reason") or row["status"])
         if row["status"] in FAILING:
-            raise CaseFailure(describe(row, convention))
+            raise CaseFailure(describe(row, convention) + "".join(
+                f"\n    cause: {line}" for line in _causes(self.config, self.parent.name, row)))
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, CaseFailure):
@@ -130,13 +137,36 @@ def _rows(session, target: str) -> dict:
                          sorted({i.dtype for i in items}), functions=[target],
                          convention=_option(config, "convention"),
                          known_issues=_option(config, "known-issues"), progress=False, plot=False,
+                         accept_known=tuple(_option(config, "accept-known")),
                          out=tempfile.mkdtemp(prefix="ctcbench-pytest-"))
         cache[target] = {(r["case"], r["dtype"]): r for r in result.rows.to_dict("records")
                          if r["backend"] == target}
+        session.config.stash.setdefault(_CAUSES, {})[target] = result.summary.get("causes", [])
     return cache[target]
 
 
+def _causes(config, target: str, row: dict | None = None) -> list[str]:
+    """The cause lines compare named for ``target`` (``ctcbench.compare.causes``); with a
+    ``row``, those its failing samples show."""
+    lines = config.stash.get(_CAUSES, {}).get(target, [])
+    if row is None:
+        return lines
+    names = (row.get("cause") or "").split("; ")
+    return [line for line in lines if any(n and line.startswith(f"{n}: ") for n in names)]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The causes named for each function, once, after the failures."""
+    found = [(target, line) for target in dict.fromkeys(_option(config, "function"))
+             for line in _causes(config, target)]
+    if found:
+        terminalreporter.section("ctcbench: causes")
+        for target, line in found:
+            terminalreporter.write_line(f"{target}: {line}")
+
+
 _ROWS = pytest.StashKey[dict]()
+_CAUSES = pytest.StashKey[dict]()  # target -> its cause lines
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect

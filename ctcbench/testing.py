@@ -4,9 +4,11 @@
     assert_ctc_conformant("mypkg.ctc:ctc_loss")          # or the function itself
 
 runs the case library on the function as ``ctcbench compare --function`` does (in a worker
-process) and raises an ``AssertionError`` listing each failing row: the case and dtype, the
-loss and gradient errors and the bound, and the command that reproduces it. The pytest plugin
-(``pytest -p ctcbench.pytest_plugin --ctcbench-function PKG.MOD:NAME``) makes each case a test.
+process) and raises an ``AssertionError`` that names the common faults the failures show, one
+``cause:`` line each (``ctcbench.compare.causes``), then lists each failing row: the case and
+dtype, the loss and gradient errors and the bound, and the command that reproduces it. The
+pytest plugin (``pytest -p ctcbench.pytest_plugin --ctcbench-function PKG.MOD:NAME``) makes
+each case a test.
 """
 from __future__ import annotations
 
@@ -60,14 +62,16 @@ def _bound(tol: dict | None) -> str | None:
 
 
 def assert_ctc_conformant(fn, *, cases=None, dtypes=None, convention: str | None = None,
-                          device: str = "cpu", known_issues=None, fuzz_budget: float = 0,
-                          out=None) -> None:
+                          device: str = "cpu", known_issues=None, accept_known=(),
+                          fuzz_budget: float = 0, out=None) -> None:
     """Raise ``AssertionError`` unless ``fn`` (a function or ``"pkg.mod:name"``) gets every
     case of the library right, loss and gradient; pass silently otherwise.
 
     ``cases``: name globs (default all); ``dtypes``: only these; ``convention``: for a
     function whose parameter names do not say (``ctcbench.runtime.functions``);
-    ``known_issues``: your known_issues.toml, whose failures do not count; ``fuzz_budget``:
+    ``known_issues``: your known_issues.toml, whose failures do not count; ``accept_known``:
+    frameworks your function wraps (``["torch"]``), whose known issues do not count either
+    (``ctcbench.compare.inherited``); ``fuzz_budget``:
     seconds of ``ctcbench fuzz`` against the reference after the cases; ``out``: the run
     folder (default a temporary one, named in the message).
     """
@@ -77,7 +81,7 @@ def assert_ctc_conformant(fn, *, cases=None, dtypes=None, convention: str | None
     result = compare(None, list(cases) if cases else None, list(dtypes) if dtypes else None,
                      functions=[target], convention=convention, device=device,
                      known_issues=known_issues, out=f"{out}/compare", progress=False,
-                     plot=False)
+                     plot=False, accept_known=tuple(accept_known))
     rows = [r for r in result.rows.to_dict("records")
             if r["backend"] == target and r["status"] in FAILING]
     config = (read_meta(result.run_dir) or {}).get("config") or {}
@@ -93,5 +97,6 @@ def assert_ctc_conformant(fn, *, cases=None, dtypes=None, convention: str | None
     if not result.summary.get("checked") and not lines:
         lines.append(f"no case was checked ({result.summary.get('counts')})")
     if lines:
+        causes = [f"cause: {line}" for line in result.summary.get("causes", [])]
         raise AssertionError(f"{target}: {len(lines)} failing, results in {out}\n"
-                             + "\n".join(f"  {line}" for line in lines))
+                             + "\n".join(f"  {line}" for line in causes + lines))

@@ -110,16 +110,18 @@ def test_case_file_example_passes_compare(tmp_path):
 # -- example outputs: each "$ ctcbench ..." block is what that command printed ----------------
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 EXAMPLE = re.compile(r"^```(?:console)?\n\$ (ctcbench [^\n]*)\n(.*?)^```", re.S | re.M)
-RUN = ("backends", "cases", "compare", "bench")  # run again here; header and rows must match
-HEADER_ONLY = {"convergence": "minutes of training; a 2-step run of the same grid prints the header"}
+RUN = ("backends", "cases", "compare", "bench", "convergence", "fuzz")  # run again here, cheaply
 NOT_RUN = {"doctor": "reads the reader's own file", "predict": "reads a checkpoint and images",
-           "fuzz": "runs for its --budget seconds",
            "datasheet": "runs for its --budget seconds per backend, plus its other stages"}
 PLUGINS = {"merges-repeats": "wrong_backends:MergesRepeats",  # the docs' plugins: the tests' own
            "segv-always": "misbehaving_backends:SegfaultAlways"}
-KEY_COLUMNS = {"backends": 1, "cases": 3, "compare": 4, "bench": 6}  # the columns a row must repeat
+KEY_COLUMNS = {"backends": 1, "cases": 3, "compare": 4, "bench": 6, "convergence": 1}  # the
+# columns a row must repeat; the others (numbers, availability, install hints) vary by machine
+HEADED = ("compare", "bench", "convergence")  # the block's first line is the table's header
+LAST = {"compare": "compare ", "convergence": "run folder: "}  # a closing line, checked whole
 STATUSES = tuple(Status)  # a compare row's status, the first column of its table
 IN_PROCESS = ("numpy", "numba")  # what bench times when the example times every backend
+TRIM = "..."  # a line of its own where a block leaves lines out
 
 
 @dataclass
@@ -134,19 +136,62 @@ class Example:
     def argv(self) -> list[str]:
         return shlex.split(self.command)[1:]
 
+    @property
+    def trimmed(self) -> bool:
+        """Whether the block leaves lines out (a ``...`` line)."""
+        return any(line.strip() == TRIM for line in self.lines)
+
     def options(self, name: str) -> list[str]:
         """The values given to option ``name`` in the command, in order."""
         argv = self.argv
         return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name]
 
     def rows(self) -> list[list[str]]:
-        """The shown rows as words, without the header, separator and ``...`` lines."""
-        body = self.lines[1:] if self.argv[0] in ("compare", "bench", "convergence") else self.lines
-        return [line.split() for line in body
-                if line.strip() and not line.startswith("...") and not set(line) <= {"-", " "}]
+        """The shown rows as words (see ``table_rows``)."""
+        return table_rows(self.argv[0], self.lines)
 
     def __str__(self):
         return f"{self.page.relative_to(ROOT)}: $ {self.command}"
+
+
+def is_row(name: str, line: str) -> bool:
+    """Whether ``line`` of command ``name``'s output (past its header) is a row of its table:
+    not blank, a separator, ``...`` or a closing line; a compare row starts with its status."""
+    words = line.split()
+    return (bool(words) and line.strip() != TRIM and not set(line) <= {"-", " "}
+            and not line.startswith(LAST.get(name, "\0"))
+            and (name != "compare" or words[0] in STATUSES))
+
+
+def table_rows(name: str, lines: list[str]) -> list[list[str]]:
+    """The rows of command ``name``'s table among ``lines``, as words."""
+    return [line.split() for line in (lines[1:] if name in HEADED else lines) if is_row(name, line)]
+
+
+def unmarked_cuts(ex: Example, keys: list[tuple], k: int) -> list[str]:
+    """Where the block leaves out rows of ``keys`` (the real rows' first ``k`` columns, in
+    order) with no ``...`` line there, or shows rows out of their order: [] when none."""
+    name, at, cut, found = ex.argv[0], -1, False, []
+    for line in ex.lines[1:] if name in HEADED else ex.lines:
+        if line.strip() == TRIM:
+            cut = True
+        elif is_row(name, line):
+            key = tuple(line.split()[:k])
+            if key not in keys[at + 1:]:
+                found.append(f"out of order: {' '.join(key)}")
+                continue
+            i = keys.index(key, at + 1)
+            if i > at + 1 and not cut:
+                found.append(f"rows left out before {' '.join(key)}")
+            at, cut = i, False
+    if at < len(keys) - 1 and not cut:
+        found.append(f"{len(keys) - 1 - at} rows left out at the end")
+    return found
+
+
+def masked(line: str) -> str:
+    """A line with its numbers (counts, seconds) as ``#``: what a run of another length keeps."""
+    return re.sub(r"\d+(\.\d+)?", "#", line)
 
 
 def examples() -> list[Example]:
@@ -165,12 +210,12 @@ def cheap_argv(ex: Example, out: Path) -> list[str]:
     """The example's command, made cheap where it would not be, with the same header and rows:
     compare only on the cases its rows show (when it names none), bench on the small grid with
     one repeat and, when it times every backend, only the in-process ones, convergence for two
-    steps on a few lines."""
+    steps on a few lines, fuzz for one second."""
     argv, name = ex.argv, ex.argv[0]
     if name == "compare":
         argv += ["--out", str(out), "--no-plot"]
-        if not ex.options("--case"):
-            for case in dict.fromkeys(r[2] for r in ex.rows() if r[0] in STATUSES):
+        if narrowed(ex):
+            for case in dict.fromkeys(r[2] for r in ex.rows()):
                 argv += ["--case", case]
     elif name == "bench":
         argv += ["--grid", "small", "--repeat", "1", "--out", str(out)]
@@ -182,15 +227,24 @@ def cheap_argv(ex: Example, out: Path) -> list[str]:
         argv += ["--steps", "2", "--eval-every", "1", "--batch-size", "4", "--train-size", "16",
                  "--test-size", "8", "--channels", "4", "--hidden", "8", "--out", str(out),
                  "--cache-dir", str(out.parent / "cache")]
+    elif name == "fuzz":
+        argv += ["--budget", "1", "--out", str(out)]
     return argv
+
+
+def narrowed(ex: Example) -> bool:
+    """Whether the cheap command prints fewer rows than the block's own would: bench on a
+    smaller grid, compare without --case on the shown cases only."""
+    return ex.argv[0] == "bench" or (ex.argv[0] == "compare" and not ex.options("--case"))
 
 
 _printed: dict[tuple, list[str]] = {}  # the same cheap command is run once per session
 
 
 def printed(ex: Example, out: Path) -> list[str]:
-    """What the example's cheap command prints now (stdout lines); exit 1 is allowed, as the
-    examples include failing gates, a traceback is not."""
+    """What the example's cheap command prints now (stdout lines), its run folder named as the
+    examples name it (``reports/compare-...``); exit 1 is allowed, as the examples include
+    failing gates, a traceback is not."""
     from click.testing import CliRunner
 
     from ctcbench.cli import cli
@@ -201,7 +255,7 @@ def printed(ex: Example, out: Path) -> list[str]:
         shutdown_workers()
         clean = res.exception is None or isinstance(res.exception, SystemExit)
         assert res.exit_code in (0, 1) and clean, f"{ex}\n{res.output[-2000:]}"
-        _printed[key] = res.stdout.splitlines()
+        _printed[key] = res.stdout.replace(str(out), f"reports/{ex.argv[0]}-...").splitlines()
     return _printed[key]
 
 
@@ -222,31 +276,41 @@ EXAMPLES = examples()
 def test_every_example_is_checked_or_says_why_not():
     """Each example block's command is run again below, or listed with why it is not."""
     names = {ex.argv[0] for ex in EXAMPLES}
-    assert {"backends", "cases", "compare", "bench", "convergence"} <= names, names
-    unknown = [str(ex) for ex in EXAMPLES
-               if ex.argv[0] not in (*RUN, *HEADER_ONLY, *NOT_RUN)]
+    assert {"backends", "cases", "compare", "bench", "convergence", "fuzz"} <= names, names
+    unknown = [str(ex) for ex in EXAMPLES if ex.argv[0] not in (*RUN, *NOT_RUN)]
     assert not unknown, unknown
 
 
-@pytest.mark.parametrize("ex", [e for e in EXAMPLES if e.argv[0] in RUN + tuple(HEADER_ONLY)],
-                         ids=str)
+def test_a_readme_block_of_a_narrowed_run_is_marked_trimmed():
+    """A README block whose cheap run prints fewer rows than its command (a bench grid) cannot
+    be checked whole below, so it says that it leaves lines out, with a ``...`` line."""
+    unmarked = [str(ex) for ex in EXAMPLES if ex.page == README and ex.argv[0] in RUN
+                and narrowed(ex) and not ex.trimmed]
+    assert not unmarked, f"blocks the test cannot check whole, without a '...' line: {unmarked}"
+
+
+@pytest.mark.parametrize("ex", [e for e in EXAMPLES if e.argv[0] in RUN], ids=str)
 def test_example_output_matches_the_command(ex, tmp_path, register_backends):
-    """The block's header line is the command's real header, column for column, and every row it
-    shows (its first columns: name, status, case, dtype or size) is one the command prints."""
+    """The block's header line is the command's real header, column for column; every row it
+    shows (its first columns: name, status, case, dtype or size) is one the command prints, and
+    its closing line is the command's; a README block shows its rows in the command's order
+    with a ``...`` line wherever it leaves rows out."""
     needs(ex, register_backends)
     real = printed(ex, tmp_path / "run")
     name = ex.argv[0]
-    if name in ("compare", "bench", "convergence"):
+    if name in HEADED:
         assert real and ex.lines[0].split() == real[0].split(), \
             f"{ex}\n  shown: {ex.lines[0]}\n  real:  {real[0] if real else '(nothing)'}"
-    if name in HEADER_ONLY:
+    if name == "fuzz":  # a second's search: the same lines, other counts
+        shown = [masked(line) for line in ex.lines if line.strip() != TRIM]
+        missing = [line for line in shown if line not in map(masked, real)]
+        assert not missing, f"{ex}: lines shown that the command no longer prints: {missing}"
+        assert ex.trimmed or shown == [masked(line) for line in real], f"{ex}\n{real}"
         return
     k = KEY_COLUMNS[name]
-    keys = {tuple(line.split()[:k]) for line in real}
+    keys = [tuple(r[:k]) for r in table_rows(name, real)]
     shown = ex.rows()
-    if name == "compare":
-        shown = [r for r in shown if r[0] in STATUSES]
-    elif name == "bench":  # the rows of the backends and sizes the cheap run measured
+    if name == "bench":  # the rows of the backends and sizes the cheap run measured
         measured = [w for w in map(str.split, real[2:]) if len(w) > 5 and w[1].isdigit()]
         backends, sizes = {w[0] for w in measured}, {tuple(w[2:6]) for w in measured}
         shown = [r for r in shown if len(r) > 5 and r[1].isdigit() and r[0] in backends
@@ -254,6 +318,15 @@ def test_example_output_matches_the_command(ex, tmp_path, register_backends):
     assert shown, f"{ex}: no row it shows is one the cheap run could print"
     missing = [" ".join(r[:k]) for r in shown if tuple(r[:k]) not in keys]
     assert not missing, f"{ex}: rows shown that the command no longer prints: {missing}"
+    last = [line for line in ex.lines if line.startswith(LAST.get(name, "\0"))]
+    if last and not narrowed(ex):  # the verdict and the run folder, as the command says them
+        assert last == [line for line in real if line.startswith(LAST[name])], f"{ex}\n{real}"
+    if ex.page == README and not narrowed(ex):  # its rows in order, each cut marked; the
+        # plugins installed on this machine are no row of the README's
+        ordered = [tuple(r[:k]) for r in table_rows(name, real)
+                   if name != "backends" or r[2] == "builtin"]
+        cuts = unmarked_cuts(ex, ordered, k)
+        assert not cuts, f"{ex}: {cuts}\n  real rows: {[' '.join(r) for r in ordered]}"
 
 
 def test_the_case_counts_and_atlas_outcomes_the_readme_gives_are_true():

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctcbench.caselib.builders import Variant, to_problem, variants
-from ctcbench.caselib.judge import Checks, worst
+from ctcbench.caselib.judge import Checks, loss_error, worst
 from ctcbench.caselib.library import Case
 from ctcbench.caselib.expected import Answer, known_answer
 from ctcbench.caselib.known import known_issue
@@ -34,9 +34,14 @@ from ctcbench.runtime.protocol import BackendFailure, UnsupportedProblem, run_ta
 from ctcbench.runtime.registry import REFERENCE
 from ctcbench.runtime.status import FAILING, Status
 
+# the sample whose loss is furthest out of tolerance: its index in the batch, the variant
+# it is in ("base" for the case as written), its loss, the loss wanted and their difference
+SAMPLE_COLUMNS = ("sample", "sample_variant", "sample_loss", "sample_expected", "sample_err")
 COLUMNS = ("status", "backend", "case", "dtype", "device", "loss", "expected_loss", "abs_err",
            "rel_err", "grad_err", "grad_source", "ref_loss_err", "ref_grad_err", "finite",
-           "margin", "time_s", "family", "oracle", "variants", "compute_dtype", "reason")
+           "margin", "time_s", "family", "oracle", "variants", "compute_dtype", "reason",
+           "cause",  # cause: the faults a --function row's samples show (compare.causes)
+           *SAMPLE_COLUMNS)  # the worst sample's figures, where loss is the batch's sum
 
 
 @dataclass
@@ -127,10 +132,11 @@ def known_reason(backend, case: str, dtype: str) -> str | None:
     return None if claim is None else claim[0]
 
 
-def check(backend, prep: Prepared, ref) -> dict:
+def check(backend, prep: Prepared, ref, *, on_results=None) -> dict:
     """Run ``backend`` on every variant of a prepared case and fill one row; a failure that is
-    a known issue (:func:`known_reason`) becomes status ``known``, its numbers kept."""
-    row = _check(backend, prep, ref)
+    a known issue (:func:`known_reason`) becomes status ``known``, its numbers kept.
+    ``on_results``: called with the backend's results (one per variant) once it has run."""
+    row = _check(backend, prep, ref, on_results)
     if row["status"] in FAILING:
         why = known_reason(backend, row["case"], row["dtype"])
         if why is not None:
@@ -139,7 +145,7 @@ def check(backend, prep: Prepared, ref) -> dict:
     return row
 
 
-def _check(backend, prep: Prepared, ref) -> dict:
+def _check(backend, prep: Prepared, ref, on_results=None) -> dict:
     case, tol = prep.case, prep.case.tolerance(prep.dtype)
     row = {"backend": backend.name, "case": case.name, "family": case.family,
            "dtype": prep.dtype, "device": backend.traits.device,
@@ -171,10 +177,14 @@ def _check(backend, prep: Prepared, ref) -> dict:
         return {**row, "status": exc.status, "reason": str(exc)}
     except Exception as exc:
         return {**row, "status": Status.ERROR, "reason": f"{type(exc).__name__}: {exc}"}
+    if on_results is not None:
+        on_results(results)
 
     checks = Checks(tol)
     sel = extra.sample_mask(case.expect, len(results[0].loss))  # (N,) the checked samples
+    worst_sample = None
     for i, (v, res, ans) in enumerate(zip(prep.variants, results, prep.answers)):
+        worst_sample = _worse_sample(worst_sample, v.label, res.loss, ans.loss, sel, tol)
         err, rel = checks.loss(res.loss[sel], ans.loss[sel], v.label, ans.source)
         checks.abs_err, checks.rel_err = worst(checks.abs_err, err), worst(checks.rel_err, rel)
         if ans.grad is not None:
@@ -221,6 +231,19 @@ def _check(backend, prep: Prepared, ref) -> dict:
             "finite": bool(finite), "margin": checks.margin, "time_s": elapsed,
             "compute_dtype": results[0].compute_dtype,
             "fingerprint": fingerprint(prep.problems, results),  # for --save-baseline
+            **(dict(zip(SAMPLE_COLUMNS, worst_sample[1:])) if worst_sample else {}),
             "reason": "; ".join(checks.failures[:3]) + (" ..." if len(checks.failures) > 3 else "")}
 
 
+def _worse_sample(found, label: str, got, want, sel, tol):
+    """``found`` or the worst checked sample of this variant, whichever is further out of
+    tolerance: ``(how far, index, label, loss, wanted, error)``; a NaN error is the worst."""
+    err = loss_error(np.asarray(got, np.float64), np.asarray(want, np.float64))  # (N,)
+    allowed = tol.loss_atol + tol.loss_rtol * np.where(np.isfinite(want), np.abs(want), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        far = np.where(np.isnan(err), np.inf, np.where(err == 0, 0.0, err / allowed))
+    for n in np.flatnonzero(sel):
+        rank = (bool(np.isnan(err[n])), float(far[n]))
+        if found is None or rank > found[0]:
+            found = (rank, int(n), label, float(got[n]), float(want[n]), float(err[n]))
+    return found

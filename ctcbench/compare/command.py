@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from ctcbench.cli_options import (baseline_options, case_dirs_option, format_option,
-                                  function_options, list_option, out_options)
+from ctcbench.cli_options import (aligner_options, baseline_options, case_dirs_option,
+                                  format_option, function_options, list_option, out_options)
 from ctcbench.cli_types import OneOf
 from ctcbench.compare.config import compare_settings
 from ctcbench.core.problem import FLOAT_DTYPES
@@ -17,8 +17,12 @@ from ctcbench.settings import SettingsCommand, command_line_settings
              help="Backends to check (repeatable); default every registered backend.")
 @function_options("Check")
 @list_option("--decoder", "decoders", metavar="NAME",
-             help="Decoders and aligners to check on the decoder cases (repeatable, or 'all'); "
-                  "default ctcbench's own when no --backend or --function is given.")
+             help="Decoders and aligners to check on the decoder cases (repeatable, or 'all'), "
+                  "or your own decoder function PKG.MOD:NAME, decode(log_probs (T,N,C), "
+                  "lengths (N,), *, blank, beam) -> N lists of [labels, score], run in a "
+                  "worker process; default ctcbench's own when no --backend or --function is "
+                  "given.")
+@aligner_options("Check")
 @click.option("--case", "case_globs", multiple=True, metavar="GLOB",
               help="Case name or glob, also family/name (repeatable); default all.")
 @click.option("--dtype", "dtypes", multiple=True,
@@ -29,8 +33,9 @@ from ctcbench.settings import SettingsCommand, command_line_settings
 @baseline_options
 @format_option("table", "json", "csv")
 @click.pass_context
-def compare_cmd(ctx, backends, decoders, functions, convention, device, known_issues, case_globs,
-                dtypes, case_dirs, out, resume, save_baseline, baseline, fmt, **_settings):
+def compare_cmd(ctx, backends, decoders, aligners, score, functions, convention, device,
+                known_issues, case_globs, dtypes, case_dirs, out, resume, save_baseline, baseline,
+                fmt, **_settings):
     """Check every backend's loss and gradient on the case library; exit 1 on any failure."""
     from ctcbench.compare.run import compare
     from ctcbench.compare.table import df_records, format_table, nothing_checked, to_csv
@@ -39,6 +44,7 @@ def compare_cmd(ctx, backends, decoders, functions, convention, device, known_is
                      case_dirs=case_dirs or None, out=out, resume=resume,
                      functions=functions, convention=convention, device=device,
                      known_issues=known_issues, save_baseline=save_baseline, decoders=decoders,
+                     aligners=aligners, score=score,
                      baseline=baseline, **command_line_settings(ctx, compare_settings()))
     finish_run(result, named=fmt == "table")  # the table's last line names the folder
     summary = result.summary

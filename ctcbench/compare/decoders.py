@@ -1,4 +1,5 @@
-"""``compare``'s decoder rows: every decoder and aligner on the decoder case library.
+"""``compare``'s decoder rows: every decoder and aligner on the decoder case library, a user's
+own functions among them (``--decoder PKG.MOD:NAME``, ``--aligner PKG.MOD:NAME``).
 
 One row per (decoder, case), in compare's columns: ``status`` ok / mismatch (the judge's
 findings, ``ctcbench.caselib.decoder_judge``, in ``reason``; ``known`` where
@@ -8,11 +9,10 @@ computes in, ``oracle`` where the right answer came from.
 """
 from __future__ import annotations
 
-import fnmatch
+import sys
 
 import numpy as np
 
-from ctcbench.caselib.decoder_cases import DecoderCase
 from ctcbench.caselib.decoder_check import check_decoder_case, decoder_row
 from ctcbench.caselib.known import known_issue
 from ctcbench.errors import fail
@@ -28,14 +28,21 @@ def default_decoders() -> list[str]:
     return list(OWN_DECODERS)
 
 
-def select_decoder_cases(cases: list[DecoderCase], globs) -> list[DecoderCase]:
-    """Cases matching any glob by ``name`` or ``decoders/family/name``; all without globs."""
-    if not globs:
-        return list(cases)
-    return [c for c in cases if any(fnmatch.fnmatchcase(c.name, g)
-                                    or fnmatch.fnmatchcase(f"decoders/{c.family}/{c.name}", g)
-                                    or fnmatch.fnmatchcase(f"{c.family}/{c.name}", g)
-                                    for g in globs)]
+def named_decoders(decoders, aligners=(), score: str | None = None,
+                   progress: bool | None = None):
+    """``--decoder`` and ``--aligner`` values as registered names: each ``PKG.MOD:NAME`` a
+    user's function registered as a decoder or aligner (:mod:`ctcbench.runtime.decoder_functions`,
+    probed in its worker), what was found said on stderr; ``score`` declares the scores of the
+    functions that do not."""
+    from ctcbench.runtime.decoder_functions import add_decoder_functions, is_function_target
+    functions = [*(d for d in decoders or () if is_function_target(d)), *(aligners or ())]
+    if score is not None and not any(is_function_target(f) for f in functions):
+        fail("--score", "a --decoder or --aligner PKG.MOD:NAME with it", f"--score {score}")
+    if not functions:
+        return decoders
+    say = (lambda line: None) if progress is False else (
+        lambda line: print(line, file=sys.stderr, flush=True))
+    return add_decoder_functions(decoders, aligners, score=score, say=say)
 
 
 def no_decoder_case(globs, cases) -> None:

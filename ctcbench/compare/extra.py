@@ -97,6 +97,15 @@ def check_reduction(checks, backend, prep, result, reference) -> None:
             checks.grad(grad, want_grad, f"run_reduced grad {label}", ans.source)
 
 
+def extra_calls(expect: dict) -> int:
+    """The most calls of the backend these checks make beyond one per variant: two per
+    finite-difference coordinate, the repeat calls, a reduction's weighted run."""
+    spec = finite_difference_spec(expect)
+    fd = 0 if spec is None else 2 * (len(spec["coords"]) if "coords" in spec else spec["count"])
+    repeats = expect.get("calls", 2) - 1 if expect.get("deterministic", False) else 0
+    return fd + repeats + ("reduction" in expect)
+
+
 def fd_coords(problem, spec: dict, mask: np.ndarray) -> list[tuple[int, int, int]]:
     """The ``(t, n, c)`` coordinates to difference: the case's own, or ``count`` drawn (seeded)
     from the valid frames of the checked samples."""

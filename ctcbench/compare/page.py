@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 from ctcbench.runtime.status import FAILING, ORDER
+from ctcbench.compare.causes import cause_lines, explained_rows, saved
 from ctcbench.compare.kind import NUMBERS
-from ctcbench.compare.table import summarize, tidy
+from ctcbench.compare.table import summarize, tally, tidy
 from ctcbench.compare.plot import margins_figure
 from ctcbench.plotting import file_uri, png_uri
 from ctcbench.runs.store import RowLog
@@ -22,7 +23,8 @@ def _rows(run_dir: Path) -> list[dict]:
 def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     """The compare page of ``run_dir``."""
     run_dir = Path(run_dir)
-    df = tidy(_rows(run_dir))
+    causes = saved(meta)  # the loss faults the run named (compare.causes)
+    df = tidy(explained_rows(_rows(run_dir), causes))
     summary = summarize(df)
     records = df.to_dict(orient="records")  # None: does not apply; NaN: a NaN result
     rank = {s: i for i, s in enumerate(ORDER)}
@@ -55,7 +57,8 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
     versions = config.get("backend_versions", {})
     return {"summary": summary, "backends": backends, "matrix": rows,
             "not_run": per_backend, "margins": margins, "versions": versions,
-            "counts": {s: n for s, n in summary["counts"].items() if n},
+            "causes": cause_lines(causes),
+            "tally": [{"status": st, "words": words} for st, words in tally(df)],
             "failing": set(FAILING)}
 
 

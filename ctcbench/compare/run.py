@@ -13,16 +13,21 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ctcbench.caselib.decoder_cases import load_decoder_cases
+from ctcbench.caselib.decoder_cases import load_decoder_cases, select_decoder_cases
 from ctcbench.caselib.known import load_known_issues
 from ctcbench.caselib.library import load_cases, select_cases
 from ctcbench.compare.baseline import against_baseline, load_baseline
 from ctcbench.compare.baseline import save_baseline as write_baseline
+from ctcbench.compare.causes import (CONFIG, cause_lines, check_function, find_causes,
+                                     lead_reasons)
 from ctcbench.compare.checks import check, prepare_all
 from ctcbench.compare.config import CompareSettings
-from ctcbench.compare.decoders import (decoder_rows, default_decoders, no_decoder_case,
-                                       select_decoder_cases, stale_decoder_issues)
+from ctcbench.compare.inherited import Inheritance
+from ctcbench.compare.decoders import (decoder_rows, default_decoders, named_decoders,
+                                       no_decoder_case,
+                                       stale_decoder_issues)
 from ctcbench.compare.kind import KEY, KIND
+from ctcbench.compare.slow import SlowCases, cheapest_first
 from ctcbench.compare.stale import regressions, stale_known_issues
 from ctcbench.compare.extra import API, check_error
 from ctcbench.compare.table import df_records, summarize, tidy, to_csv
@@ -47,6 +52,7 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             resume: bool = False, progress: bool | None = None,
             functions=(), convention: str | None = None, device: str = "cpu",
             known_issues=None, save_baseline=None, baseline=None, decoders=None,
+            aligners=None, score=None,
             **options) -> RunResult:
     """Check backends on cases; one tidy row per (backend, case, dtype, device).
 
@@ -71,14 +77,19 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       decoders: decoder and aligner names (``"all"``: every registered one) to check on the
         decoder case library (``ctcbench.compare.decoders``); default ctcbench's own when no
         ``backends`` or ``functions`` are named, none otherwise. Named alone, only they run.
+        A ``"pkg.mod:name"`` among them, or in ``aligners``, is a user's decoder (aligner)
+        function, registered and probed in its worker (``ctcbench.runtime.decoder_functions``);
+        ``score`` declares the scores of those that do not (``labelling``, ``path``, ``none``).
       options: the fields of :class:`ctcbench.compare.config.CompareSettings`: ``plot``
         (default True) also saves ``margins.png``, a heat map of error / tolerance
-        (``compare.plot``); ``max_change`` (default 0), as above.
+        (``compare.plot``); ``max_change`` (default 0), as above; ``accept_known``: frameworks
+        whose known issues a function's rows inherit as ``known`` (``compare.inherited``).
     Returns:
       ``RunResult``: ``rows`` failures first, ``summary`` as ``summarize`` gives it,
       ``resumed`` the rows kept from the earlier run.
     """
     check_out(KIND, out, resume=resume)  # before any work: a refused folder is one line
+    decoders = named_decoders(decoders, aligners, score, progress)  # functions registered
     one_of("dtype", dtypes or (), FLOAT_DTYPES)
     check_backend_names(backends or ())
     s = from_options(CompareSettings, options, "compare()")
@@ -110,8 +121,10 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     except ValueError:
         bar.close()
         raise
-    with open_run(KIND, out, resume=resume) as run:
-        df, kept = _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar)
+    slow = SlowCases(added, s.predict_limit, say=bar.say)  # a function's slow cases skipped
+    with open_run(KIND, out, resume=resume) as run, Inheritance(s.accept_known) as inherit:
+        df, kept = _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar,
+                        explain=added, inherit=inherit, slow=slow)
         if decoder_list:
             bar.stage("compare decoders", total=len(decoder_list) * len(decoder_cases),
                       unit="runs")
@@ -125,6 +138,10 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             run.write_meta({**run.meta["config"], "decoders": decoder_list,
                             "decoder_cases": [c.name for c in decoder_cases],
                             "decoder_versions": versions})
+        causes = find_causes(run.rows(), preps, added)  # loss faults named (compare.causes)
+        if causes:
+            df = lead_reasons(df, causes)
+            run.write_meta({**run.meta["config"], CONFIG: causes})
         atomic_write(run.run_dir / "rows.csv", to_csv(df))
         atomic_write(run.run_dir / "rows.json", to_json(df_records(df), indent=1) + "\n")
         files = [run.run_dir / "rows.csv", run.run_dir / "rows.json"]
@@ -136,6 +153,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             df_records(df), {b.name: b for b in ready}, backend_versions(ready)
         ) + stale_decoder_issues(df_records(df), decoder_list)
         summary["regressions"] = regressions(df_records(df))
+        summary["slow"] = slow.lines()
+        summary["causes"] = cause_lines(causes)
         raw = [r for r in run.rows()
                if r.get("status") in (Status.OK, Status.MISMATCH, Status.KNOWN)]
         if save_baseline is not None:
@@ -223,14 +242,22 @@ def _load(names) -> tuple[list, list[dict]]:
     return ready, rows
 
 
-def _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar):
+def _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar, explain=(),
+         inherit=None, slow=None):
     """The rows of one compare run into the open folder ``run``; (all rows, rows kept).
     ``warming``: backend name -> the future of its warm-up; until it is done, that backend's
-    rows wait in ``deferred`` while the others' run."""
+    rows wait in ``deferred`` while the others' run. ``explain``: the ``--function`` backends,
+    whose failing rows keep what their samples say of the common faults; ``slow``
+    (``compare.slow``): their cases run cheapest first, those predicted too slow skipped."""
     # skipped rows are redone every run (the backend may be available now), failures that
     # may be transient are run again; everything else is kept as it was.
     kept = run.keep_rows(lambda r: r.get("status") not in (Status.SKIPPED, *TRANSIENT))
     done = {tuple(r.get(k) for k in KEY) for r in kept}
+    if slow is not None and explain:
+        jobs = cheapest_first(jobs, preps)  # the short cases' times predict the long ones'
+        for r in kept:
+            if (r.get("case"), r.get("dtype")) in preps:
+                slow.seen(r.get("backend"), preps[r.get("case"), r.get("dtype")], r)
     ref = None
     try:
         ref = get_backend(REFERENCE)
@@ -258,7 +285,13 @@ def _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar):
                         bar.say(note if note.startswith(f"{name}:") else f"{name}: {note}")
 
     def row_of(backend, prep):
-        row = check(backend, prep, ref)
+        row = slow.skip(backend, prep) if slow is not None else None
+        if row is None:
+            row = (check_function if backend.name in explain else check)(backend, prep, ref)
+            if inherit is not None:  # what it owes its framework (compare.inherited)
+                row = inherit(row, backend, prep, function=backend.name in explain)
+            if slow is not None:
+                slow.seen(backend, prep, row)
         run.log.append(row)
         rows.append(row)
         bar.update()
@@ -311,13 +344,13 @@ def _tolerance(case, dtype: str) -> dict:
 
 def _warm_up(backend) -> tuple[list[str], float]:
     """One tiny run first, so one-off start-up costs (lazy imports, kernels) stay out of
-    time_s; returns its notes and seconds. A backend with ``compile_ahead`` (numba) compiles
-    in a child process first, which leaves this process's lock on Python to the other rows;
-    its note then stands for the warm-up's."""
+    time_s; returns its notes and seconds. A backend with the trait ``compile_ahead`` (numba)
+    compiles in a child process first, which leaves this process's lock on Python to the other
+    rows; its note then stands for the warm-up's."""
     from ctcbench.core.problem import CTCProblem
     problem = CTCProblem(np.zeros((2, 1, 3), np.float32), [[1]], [2], [1])
     start = time.perf_counter()
-    ahead = getattr(getattr(backend, "impl", None), "compile_ahead", None)
+    ahead = backend.traits.compile_ahead
     try:
         said = ahead() if ahead is not None and not backend.isolated else None
         notes = list(backend.run(problem).notes)

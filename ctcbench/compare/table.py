@@ -47,6 +47,19 @@ def summarize(df: pd.DataFrame, run_dir=None) -> dict:
             "run_dir": None if run_dir is None else str(run_dir)}
 
 
+def tally(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """The run's counts as people read them, the terminal's summary line and the page's chips
+    alike: ``(status, words)`` per status of the backends' rows, in ``ORDER`` ("28 ok"), then
+    the input checks ("20 of 20 input checks ok", status ok when all passed, else mismatch)."""
+    checks = df["backend"] == API  # rows of no backend: the input validation's own checks
+    found = [(k, f"{n} {k}") for k in ORDER if (n := int((df["status"][~checks] == k).sum()))]
+    if checks.any():
+        passed, total = int((df["status"][checks] == Status.OK).sum()), int(checks.sum())
+        found.append((Status.OK if passed == total else Status.MISMATCH,
+                      f"{passed} of {total} input checks ok"))
+    return found
+
+
 def nothing_checked(summary: dict) -> str | None:
     """Why a run that checked no row cannot pass, or None when some row was checked."""
     if summary["checked"]:
@@ -64,19 +77,31 @@ def _fmt(x, spec: str) -> str:
     return format(x, spec)
 
 
+def _sample(row: dict) -> str | None:
+    """The worst sample's index, with its variant where that is not the case as written."""
+    n, variant = row.get("sample"), row.get("sample_variant")
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return None
+    return f"{int(n)}" if variant in (None, "base") else f"{int(n)} ({variant})"
+
+
 def format_table(df: pd.DataFrame, *, run_dir=None, summary: dict | None = None,
                  reason_width: int = 70) -> str:
-    """A compact table for people, failures first, and a one-line summary at the end."""
+    """A compact table for people, failures first, and a one-line summary at the end. The
+    loss columns are one sample's, the one furthest out of tolerance (``sample``: its index,
+    and its variant's label where it is not the case as written); the batch's sums are in the
+    JSON and CSV only (``loss``, ``expected_loss``)."""
     cols = [("status", "status", "s"), ("backend", "backend", "s"), ("case", "case", "s"),
-            ("dtype", "dtype", "s"), ("device", "dev", "s"), ("loss", "loss", ".6g"),
-            ("expected_loss", "expected", ".6g"), ("abs_err", "loss_err", ".1e"),
-            ("grad_err", "grad_err", ".1e"), ("ref_grad_err", "ref_grad", ".1e"),
-            ("time_s", "ms", ".1f"), ("reason", "reason", "s")]
+            ("dtype", "dtype", "s"), ("device", "dev", "s"), ("sample", "sample", "s"),
+            ("sample_loss", "loss", ".6g"), ("sample_expected", "expected", ".6g"),
+            ("sample_err", "loss_err", ".1e"), ("grad_err", "grad_err", ".1e"),
+            ("ref_grad_err", "ref_grad", ".1e"), ("time_s", "ms", ".1f"),
+            ("reason", "reason", "s")]
     cells = []
     for r in df.to_dict(orient="records"):
         line = []
         for key, _, spec in cols:
-            v = r.get(key)
+            v = _sample(r) if key == "sample" else r.get(key)
             if key == "time_s" and v is not None and not (isinstance(v, float) and math.isnan(v)):
                 v = v * 1e3
             text = _fmt(v, spec) if spec != "s" else ("" if v is None else str(v))
@@ -97,12 +122,9 @@ def format_table(df: pd.DataFrame, *, run_dir=None, summary: dict | None = None,
     lines += [line for line in [s.get("baseline_saved")] + baseline_lines(s) if line]
     lines += [f"known issue no longer reproduces: {line}" for line in s.get("stale_known", [])]
     lines += [f"regression: {line}" for line in s.get("regressions", [])]
-    checks = df["backend"] == API  # rows of no backend: the input validation's own checks
-    counts = ", ".join(f"{n} {k}" for k in ORDER
-                       if (n := int((df["status"][~checks] == k).sum())))
-    if checks.any():
-        passed = int((df["status"][checks] == Status.OK).sum())
-        counts += (", " if counts else "") + f"{passed} of {int(checks.sum())} input checks ok"
+    lines += s.get("causes", [])  # the loss faults named (compare.causes), one line each
+    lines += s.get("slow", [])  # a function's cases skipped as predicted slow (compare.slow)
+    counts = ", ".join(words for _, words in tally(df))
     verdict = "FAILED" if s["failed"] else "passed"
     tail = f"compare {verdict}: {counts or 'no rows'}"
     if nothing_checked(s):
