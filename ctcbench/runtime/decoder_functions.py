@@ -27,8 +27,6 @@ import functools
 import importlib
 import importlib.util
 import inspect
-import os
-import sys
 
 from ctcbench.errors import InputError, expect, fail, one_of
 from ctcbench.runtime.decoders import (DTYPES, ROLES, SCORES, SEARCHES, TIES, get_decoder,
@@ -52,20 +50,12 @@ def add_decoder_function(target: str, *, role: str = "decoder", score: str | Non
     of that name, with the traits it declares; returns ``(name, what was found)``. Its worker
     imports it and reads its attributes first: whatever is wrong is one error naming
     ``option`` (default ``--decoder`` or ``--aligner``) before any case runs."""
-    from ctcbench.runtime.functions import TARGET
+    from ctcbench.runtime.functions import check_target
     one_of("role", role, ROLES)
     option = option or OPTION[role]
-    expect(isinstance(target, str) and bool(TARGET.fullmatch(target)), option,
-           "PKG.MOD:NAME, a module path, a colon and a function name (e.g. mypkg.ocr:decode)",
-           repr(target))
+    check_target(target, option, "mypkg.ocr:decode")
     if score is not None:
         one_of("--score", score, SCORES)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the worker's path is this one (PYTHONPATH)
-    top = target.partition(":")[0].split(".")[0]
-    if importlib.util.find_spec(top) is None:
-        fail(option, f"a module {top!r} on the path (the current folder {os.getcwd()} is on it)",
-             f"{target} (no module {top!r})")
     try:
         described = _describe(target, role, option)
         traits = _traits(target, role, described, score)

@@ -24,24 +24,31 @@ FACTORY = "ctcbench.runtime.function_backend:FunctionBackend"
 TARGET = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
+def check_target(target, option: str, example: str) -> None:
+    """``target`` is ``PKG.MOD:NAME`` and its top module is found, with the current folder put
+    on the path first (the worker's path is this one, through PYTHONPATH), as ``python -m``
+    does; else one error naming ``option``."""
+    expect(isinstance(target, str) and bool(TARGET.fullmatch(target)), option,
+           f"PKG.MOD:NAME, a module path, a colon and a function name (e.g. {example})",
+           repr(target))
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    top = target.partition(":")[0].split(".")[0]
+    if importlib.util.find_spec(top) is None:
+        fail(option, f"a module {top!r} on the path (the current folder {os.getcwd()} is on it)",
+             f"{target} (no module {top!r})")
+
+
 def add_function(target: str, *, convention: str | None = None, device: str = "cpu",
                  known_issues=None, option: str = "--function") -> tuple[str, str]:
     """Register the CTC function at ``target`` (``"pkg.mod:name"``) as the backend of that
     name, start it in its worker and probe it; returns ``(name, what the probe found)``.
     ``known_issues``: ``{"case-glob/dtype-glob": reason}``, the failures its implementer
     knows of, recorded as ``known`` (xfail in the pytest plugin)."""
-    expect(isinstance(target, str) and bool(TARGET.fullmatch(target)), option,
-           "PKG.MOD:NAME, a module path, a colon and a function name (e.g. mypkg.ctc:loss)",
-           repr(target))
+    check_target(target, option, "mypkg.ctc:loss")
     if convention is not None:
         one_of("--convention", convention, CONVENTIONS)
     one_of("--device", device, DEVICES)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the worker's path is this one (PYTHONPATH)
-    top = target.partition(":")[0].split(".")[0]
-    if importlib.util.find_spec(top) is None:
-        fail(option, f"a module {top!r} on the path (the current folder {os.getcwd()} is on it)",
-             f"{target} (no module {top!r})")
     register_backend(target, functools.partial(_factory(), target=target, convention=convention,
                                                device=device, known_issues=known_issues or {}),
                      replace=True)
