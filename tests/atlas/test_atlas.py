@@ -154,6 +154,7 @@ def test_an_entry_keeps_where_its_thread_stood(tmp_path):
         == ("torch 2.4.0", "closed", "2026-12-04", "closed by PR#1")
 
 
+@pytest.mark.long
 def test_entries_that_reproduce_here_are_run(tmp_path, monkeypatch):
     """Each CPU entry with a case, on a backend installed here, reproduces (its compare row
     fails as the known issue says); GPU entries without a GPU cannot be tried. Entries on

@@ -33,6 +33,7 @@ def _keras_run(backend: str, fault: str, out: Path) -> dict:
 
 
 @pytest.mark.parametrize("backend", list(KERAS_BACKENDS))
+@pytest.mark.long
 @pytest.mark.parametrize("fault, kind", [("none", None),
                                          ("softmax", "input:probabilities-not-log"),
                                          ("padded", "input:target-lengths-padded")])
@@ -50,6 +51,7 @@ def test_keras_fit_reports_a_planted_fault_at_step_0_and_a_healthy_run_never(tmp
         assert again.errors[0].code == kind.removeprefix("input:")
 
 
+@pytest.mark.long
 def test_keras_monitor_sees_each_batchs_loss_not_the_epochs_running_mean(tmp_path):
     """Keras' logs["loss"] is the mean of the epoch so far; the monitor recovers each batch's
     own loss from it, which ``evaluate`` on that batch gives independently (learning rate 0,

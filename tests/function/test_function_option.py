@@ -55,7 +55,7 @@ def forget_functions():
 
 @pytest.mark.parametrize("module, convention", [
     ("torch_ctc", None), ("numpy_ctc", "numpy"),
-    pytest.param("jax_ctc", None, marks=needs_jax)])
+    pytest.param("jax_ctc", None, marks=[needs_jax, pytest.mark.long])])
 def test_a_correct_function_passes_and_its_planted_bug_fails_on_repeats(
         tmp_path, in_implementations, module, convention):
     extra = ["--convention", convention] if convention else []
