@@ -95,19 +95,6 @@ def write_part_pages(run_dir: Path) -> list[Path]:
     return out
 
 
-def write_doctor_report(result, inputs: dict, out: Path, *, layout: str = "TNC",
-                        source: str = "") -> Path:
-    """Write the doctor's ``result`` (a diagnosis of ``inputs``, read from ``source``) as one
-    HTML page at ``out``."""
-    from ctcbench.doctor.page import doctor_context
-    from ctcbench.environment import environment
-    from ctcbench.report import render_page, write_page
-    body = doctor_context(result, inputs, layout=layout, source=source)
-    run = {"kind": "doctor", "template": "doctor/page.html.j2", "name": body["name"], "dir": source,
-           "env": environment(), "body": body}
-    return write_page(Path(out), render_page([run], "ctcbench doctor report"))
-
-
 def finish_run(result, *, named: bool = False):
     """A driver's run folder ends with its report.html, written here after the driver
     returned (no driver imports the report). The folder is said once: here, unless the

@@ -4,6 +4,8 @@
 stdout, ``--html`` and ``--plot`` to the files they name."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ctcbench.cli_options import format_option
@@ -39,7 +41,6 @@ def doctor(ctx, file, fmt, **_settings):
         from ctcbench.doctor.plot import plot_frames
         click.echo(f"plot: {plot_frames(cfg.plot, **inputs, layout=cfg.layout)}", err=True)
     if cfg.html:
-        from ctcbench.drivers import write_doctor_report
         html = write_doctor_report(result, inputs, cfg.html, layout=cfg.layout, source=file)
         click.echo(f"report: {html}", err=True)
     failing = ("error", "warning") if cfg.strict else ("error",)
@@ -70,3 +71,16 @@ def _doctor_aligner(file, cfg: DoctorSettings, fmt) -> None:
 
 
 COMMANDS = (doctor,)
+
+
+def write_doctor_report(result, inputs: dict, out: Path, *, layout: str = "TNC",
+                        source: str = "") -> Path:
+    """Write the doctor's ``result`` (a diagnosis of ``inputs``, read from ``source``) as one
+    HTML page at ``out``: the report's frame around ``doctor/page.html.j2``."""
+    from ctcbench.doctor.page import doctor_context
+    from ctcbench.environment import environment
+    from ctcbench.report import render_page, write_page
+    body = doctor_context(result, inputs, layout=layout, source=source)
+    run = {"kind": "doctor", "template": "doctor/page.html.j2", "name": body["name"], "dir": source,
+           "env": environment(), "body": body}
+    return write_page(Path(out), render_page([run], "ctcbench doctor report"))
