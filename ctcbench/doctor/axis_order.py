@@ -55,6 +55,8 @@ def reorderings(x: np.ndarray, layout: str, input_lengths, read, *, logits: bool
     valid in any order, so for them the time axis must also have exactly the longest input's
     frames (a padded batch's length)."""
     out = []
+    if x.size == 0 or not len(input_lengths):  # an empty batch has no order to read
+        return out
     N, longest = len(input_lengths), int(np.max(input_lengths))
     for perm in orders(x.shape, layout, N, skip):
         if logits and x.shape[perm[layout.index("T")]] != longest:
@@ -93,3 +95,50 @@ def axis_order_finding(kind: str, shape, layout: str, r: Reordering, explained,
          f"pass {kind}.permute{r.perm} (numpy: np.transpose(x, {r.perm})) to the loss, which "
          f"wants ({', '.join(layout)})") + "; the doctor diagnosed the rest in that order.",
         explains=sorted(explained))
+
+
+def ambiguous_layout(inp, findings) -> Finding | None:
+    """A note where the batch, read as its ``layout``, cannot be told from another reading of
+    the same values: ``T == N`` (time-major or batch-major both fit, and no padding shows
+    which), or raw scores (no normalisation to find the class axis) with ``C`` equal to ``T``
+    or ``N``. None where a finding already reordered the axes."""
+    if inp.transposed or inp.given_axes or any(f.code == Code.LAYOUT for f in findings):
+        return None
+    T, N, C, _ = inp.shape
+    layout, other = inp.layout, "NTC" if inp.layout == "TNC" else "TNC"
+    evidence = {"shape": list(inp.x.shape if layout == "TNC" else inp.x.transpose(1, 0, 2).shape),
+                "layout": layout}
+    if T == N >= 2 and not _padding_tells(inp):
+        return Finding(
+            Code.LAYOUT_AMBIGUOUS, "info",
+            f"T = N = {T}: the values read as ({', '.join(layout)}) and as "
+            f"({', '.join(other)}) are both valid batches, and nothing in them (no padding "
+            f"past input_lengths) shows which they are; the doctor read them as {layout}, "
+            "the layout it was given (or its default).",
+            {**evidence, "T": T, "N": N, "other_layout": other},
+            f"say the layout: layout='{layout}' or layout='{other}' (ctcbench doctor --layout "
+            f"{layout}|{other}); if the model's output is batch-major (N, T, C), which "
+            f"torch's ctc_loss does not take, pass layout='NTC' here and x.transpose(0, 1) "
+            "to the loss.")
+    if inp.kind == "logits" and C in (T, N):
+        twin = "T" if C == T else "N"
+        return Finding(
+            Code.LAYOUT_AMBIGUOUS, "info",
+            f"C = {twin} = {C}: raw scores are valid along any axis, so nothing in the logits "
+            f"shows that the last axis holds the classes and not the {twin} axis; the doctor "
+            f"read them as ({', '.join(layout)}).",
+            {**evidence, "C": C, twin: C},
+            "make sure the classes are the last axis (a convolution's (N, C, T) needs "
+            ".permute(2, 0, 1) for torch's loss), or pass log_softmax(dim=-1) of them as "
+            "log_probs, whose per-frame normalisation the doctor checks on every axis.")
+    return None
+
+
+def _padding_tells(inp) -> bool:
+    """Read with time and batch exchanged (T == N), some valid frame would be non-finite
+    (NaN or inf padding past input_lengths) where none is as read: the values say their
+    layout."""
+    valid = inp.frame_mask  # (T, N), the same for either reading as T == N
+    as_read = np.isfinite(inp.x[valid]).all()
+    swapped = np.isfinite(inp.x.transpose(1, 0, 2)[valid]).all()
+    return bool(as_read != swapped)

@@ -16,7 +16,7 @@ blank plateau); ``info`` a convention worth knowing. Only errors make ``Report.o
 from __future__ import annotations
 
 from ctcbench.doctor.atlas_refs import cite_findings
-from ctcbench.doctor.axis_order import axis_order_finding, reorderings
+from ctcbench.doctor.axis_order import ambiguous_layout, axis_order_finding, reorderings
 from ctcbench.doctor.causes import (check_argmax_outputs, check_half_precision,
                                     check_padded_frames, corrections)
 from ctcbench.doctor.config import DEFAULTS
@@ -84,6 +84,7 @@ def diagnose(log_probs=None, *, logits=None, probs=None, targets, input_lengths,
         found = [cause, *rest]
         break
     findings += found
+    findings += [f for f in (ambiguous_layout(inp, findings),) if f is not None]
     T, N, C, L = inp.shape
     summary = {"T": T, "N": N, "C": C, "L": L, "kind": inp.kind, "dtype": inp.dtype,
                "blank": inp.blank,
@@ -101,11 +102,11 @@ def _reordered(kind, values, layout, input_lengths, read, before, *, inp=None, g
     again when the values could not be read at all)."""
     from ctcbench.core.arrays import to_numpy
     x = to_numpy(values, kind)[0] if kind is not None else None
-    if x is None or x.ndim != 3:
+    lengths = to_numpy(input_lengths, "input_lengths")[0].reshape(-1)
+    if x is None or x.ndim != 3 or lengths.dtype.kind not in "iu":  # no order to read
         if refusal is not None:
             raise refusal
         return inp, *given
-    lengths = to_numpy(input_lengths, "input_lengths")[0].reshape(-1)
     done = [(1, 0, 2)] if inp is not None and inp.transposed else []  # prepare's own swap
     found = reorderings(x, layout, lengths, read, logits=kind == "logits", skip=done)
     if not found:

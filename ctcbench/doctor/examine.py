@@ -3,8 +3,10 @@ batch diagnosed (or scored under each convention), and which torch path it would
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ctcbench.doctor.config import DEFAULTS, conflict
+from ctcbench.errors import InputError
 from ctcbench.files import to_json
 
 
@@ -41,13 +43,18 @@ def examine(file, *, blank=DEFAULTS.blank, layout: str = DEFAULTS.layout,
     inputs = load_inputs(file, max_bytes=max_bytes)
     if blank is not None:
         inputs["blank"] = blank
-    if explain:
-        from ctcbench.doctor.explain import explain_perfect_vs_blank
-        result = explain_perfect_vs_blank(**inputs, layout=layout)
-    else:
-        from ctcbench.doctor.diagnose import diagnose
-        result = diagnose(**inputs, layout=layout, reduction=reduction)
-        inputs = _as_read(inputs, result)
+    try:
+        if explain:
+            from ctcbench.doctor.explain import explain_perfect_vs_blank
+            result = explain_perfect_vs_blank(**inputs, layout=layout)
+        else:
+            from ctcbench.doctor.diagnose import diagnose
+            result = diagnose(**inputs, layout=layout, reduction=reduction)
+            inputs = _as_read(inputs, result)
+    except InputError as refused:  # an array of the file: said as "FILE: key: ..."
+        if refused.name not in inputs:
+            raise
+        raise InputError(f"{Path(file).name}: {refused.name}", refused.problem) from None
     path = None
     if device:
         from ctcbench.doctor.torch_path import torch_path

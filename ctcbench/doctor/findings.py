@@ -57,6 +57,7 @@ class Code(StrEnum):
     TIME_INVARIANT = "time-invariant", Trait.PLATEAU | Trait.MODEL_STATE
     BLANK_COLLAPSE = "blank-collapse", Trait.PLATEAU
     REDUCTION = "reduction"
+    LAYOUT_AMBIGUOUS = "layout-ambiguous"  # a note: the shape and values cannot confirm it
 
 
 CODES = tuple(Code)  # the priority order used to break ties in the ranking
@@ -120,7 +121,11 @@ class Report:
         lines = [f"ctcbench doctor: T={s['T']} N={s['N']} C={s['C']} L={s['L']} "
                  f"input={s['kind']} ({s['dtype']}) blank={s['blank']} layout={s['layout']} "
                  f"reduction={s['reduction']}"]
-        if all(f.severity == "info" for f in self.findings):
+        quiet = all(f.severity == "info" for f in self.findings)
+        if quiet and any(f.code == Code.LAYOUT_AMBIGUOUS for f in self.findings):
+            lines.append(f"no problems found if the values are {s['layout']}, which this batch "
+                         "cannot confirm (see layout-ambiguous below)")
+        elif quiet:
             lines.append("no problems found" + (" (notes below)" if self.findings else ""))
         for f in self.findings:
             lines.append("")

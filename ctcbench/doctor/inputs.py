@@ -94,6 +94,9 @@ def prepare(log_probs=None, *, logits=None, probs=None, targets, input_lengths, 
            "lengths)", f"shape {x.shape}")
     expect(x.dtype.kind == "f", kind, "a float array", f"dtype {dtype}")
     expect(layout in LAYOUTS, "layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
+    empty = [f"{axis} = 0" for axis, size in zip(layout, x.shape) if size == 0]
+    expect(not empty, kind, f"a non-empty ({', '.join(layout)}) batch (at least one frame, "
+           "sample and class)", f"shape {x.shape}: {', '.join(empty)}")
     expect(reduction in REDUCTIONS, "reduction", f"one of {', '.join(REDUCTIONS)}",
            repr(reduction))
     input_lengths = _int_array(input_lengths, "input_lengths")

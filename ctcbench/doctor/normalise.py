@@ -11,6 +11,7 @@ from ctcbench.doctor.losses import reference_losses, usable_samples
 
 NORM_TOL = {"float16": 2e-2, "bfloat16": 2e-2}  # |logsumexp(frame)| allowed; else 1e-3
 MIN_SIGMOID_VALUES = 30  # logits all in (0, 1) are sigmoid outputs only when there are this many
+SATURATED_SHARE = 0.5  # sigmoid outputs have more than this share of values strictly in (0, 1)
 
 
 def _looks_like_probs(rows: np.ndarray, tol: float) -> bool:
@@ -84,6 +85,12 @@ def normalise(inp: Inputs) -> tuple[np.ndarray, list[Finding]]:
                 sigmoid = None if axis else _sigmoid_finding(inp, rows)
                 if sigmoid:
                     lp = _from_sigmoid(x)
+                elif axis is None and (rows <= 0).all() and np.median(lse) > tol:
+                    # exp() in (0, 1] and most frames summing above 1, which no log_softmax
+                    # lowered by an offset does: a log-sigmoid
+                    sigmoid = _sigmoid_finding(inp, np.exp(rows), logged=True)
+                    if sigmoid:
+                        lp = _from_sigmoid(np.exp(x))
                 findings.append(axis or sigmoid or _not_normalized_finding(inp, rows, lse, lp))
         else:
             lp = x
@@ -182,33 +189,45 @@ def _wrong_axis(inp: Inputs, p: np.ndarray, tol: float) -> Finding | None:
         f"{dims[name]}; the doctor diagnosed the rest after log_softmax over the classes.")
 
 
-def _sigmoid_finding(inp: Inputs, rows) -> Finding | None:
-    """rows ``(F, C)``, C >= 3: every value strictly inside (0, 1) while the rows do not sum
-    to 1 (checked by the caller): each class squashed on its own, not a softmax over them."""
+def _sigmoid_finding(inp: Inputs, rows, *, logged: bool = False) -> Finding | None:
+    """rows ``(F, C)``, C >= 3: every value inside [0, 1], most of them strictly, while the rows
+    do not sum to 1 (checked by the caller): each class squashed on its own, not a softmax
+    over them. A float32 sigmoid saturates to exactly 0 or 1 past |score| ~ 17, so those are
+    allowed where most values are not. ``logged``: the rows are exp() of the values given,
+    which were log-sigmoid outputs (``logsigmoid``, ``log(sigmoid)``)."""
     C = inp.shape[2]
-    if C < 3 or not len(rows) or not ((rows > 0) & (rows < 1)).all():
+    if C < 3 or not len(rows) or not ((rows >= 0) & (rows <= 1)).all():
         return None
+    inside = (rows > 0) & (rows < 1)
+    if inside.mean() <= SATURATED_SHARE:
+        return None  # one-hot or 0/1 masks are no sigmoid's
     sums = rows.sum(-1)
+    what = ("log-sigmoid outputs (logsigmoid, or log of a sigmoid)" if logged
+            else "sigmoid outputs")
+    shown = "exp() of every value" if logged else "every value"
     return Finding(
         Code.SIGMOID_OUTPUTS, "error",
-        f"{inp.kind} are sigmoid outputs, not a distribution over the classes: every value is "
-        f"inside (0, 1) ({rows.min():.4g}..{rows.max():.4g}) while a frame's {C} classes sum "
-        f"to {sums.min():.4g}..{sums.max():.4g}; each class was squashed on its own, so the loss "
+        f"{inp.kind} are {what}, not a distribution over the classes: {shown} is in [0, 1] "
+        f"({rows.min():.4g}..{rows.max():.4g}) while a frame's {C} classes sum to "
+        f"{sums.min():.4g}..{sums.max():.4g}; each class was squashed on its own, so the loss "
         "reads them as "
-        + {"log_probs": "log-probabilities above 0 and can go negative.",
-           "probs": "probabilities that are not one distribution.",
-           "logits": "scores within 1 of each other: nearly uniform frames, which stall "
-                     "training."}[inp.kind],
+        + ("log-probabilities that are not one distribution per frame." if logged else
+           {"log_probs": "log-probabilities above 0 and can go negative.",
+            "probs": "probabilities that are not one distribution.",
+            "logits": "scores within 1 of each other: nearly uniform frames, which stall "
+                      "training."}[inp.kind]),
         {"value_min": rounded(rows.min()), "value_max": rounded(rows.max()),
-         "row_sum_min": rounded(sums.min()), "row_sum_max": rounded(sums.max())},
-        "replace the model's final sigmoid with log_softmax(dim=-1) over the classes (CTC needs "
-        "one distribution per frame); the doctor diagnosed the rest from the scores before it "
-        "(log(p) - log(1 - p)).")
+         "row_sum_min": rounded(sums.min()), "row_sum_max": rounded(sums.max()),
+         "saturated_values": int((~inside).sum())},
+        f"replace the model's final {'logsigmoid' if logged else 'sigmoid'} with "
+        "log_softmax(dim=-1) over the classes (CTC needs one distribution per frame); the "
+        "doctor diagnosed the rest from the scores before it (log(p) - log(1 - p)).")
 
 
 def _from_sigmoid(x: np.ndarray) -> np.ndarray:
-    """The log-probabilities of the scores a sigmoid was applied to: log_softmax(logit(x))."""
+    """The log-probabilities of the scores a sigmoid was applied to: log_softmax(logit(x)),
+    a saturated 0 or 1 read as float32's last step before it."""
+    x = np.clip(x, np.finfo(np.float32).tiny, 1 - np.finfo(np.float32).epsneg)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.log(x) - np.log1p(-x)
     return log_softmax(np.where(np.isfinite(z), z, 0.0))
-

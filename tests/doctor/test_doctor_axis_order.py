@@ -105,3 +105,34 @@ def test_the_file_command_plots_the_frames_in_the_order_it_read_them(rng, tmp_pa
     assert found.result.codes == ["layout"]
     assert found.inputs["log_probs"].shape == (40, 5, 12)
     assert plot_frames(tmp_path / "frames.png", **found.inputs).stat().st_size > 0
+
+
+@pytest.mark.parametrize("kind", ["log_probs", "probs", "logits"])
+def test_float32_sigmoid_outputs_that_saturate_to_1_are_still_named(rng, kind):
+    """A confident model's float32 sigmoid rounds to exactly 1.0 past a score of ~17: still
+    ``sigmoid-outputs`` (not ``not-normalized``), its fix log_softmax."""
+    p, lp = _healthy(rng)
+    scores = (np.nan_to_num(lp, nan=0.0) + 3.0) * 8  # (T, N, C)
+    squashed = (1 / (1 + np.exp(-scores.astype(np.float32)))).astype(np.float32)
+    assert (squashed == 1).any() and ((squashed > 0) & (squashed < 1)).mean() > 0.5
+    report = diagnose(**{kind: squashed}, **_args(p))
+    assert _errors(report) == ["sigmoid-outputs"], report
+    assert "log_softmax" in report.findings[0].fix
+
+
+def test_log_sigmoid_outputs_are_named_as_sigmoid_outputs(rng):
+    """logsigmoid(scores) passed as log_probs: every exp() in (0, 1), frames summing above 1:
+    ``sigmoid-outputs`` saying log-sigmoid, not ``not-normalized``."""
+    p, lp = _healthy(rng)
+    scores = np.nan_to_num(lp, nan=0.0) + 3.0
+    report = diagnose(-np.logaddexp(0, -scores), **_args(p))  # log(sigmoid(scores))
+    assert _errors(report) == ["sigmoid-outputs"], report
+    assert "log-sigmoid" in report.findings[0].message and "logsigmoid" in report.findings[0].fix
+
+
+def test_log_probs_lowered_by_an_offset_stay_not_normalized(rng):
+    """log_softmax minus a positive offset per frame is also <= 0 everywhere, but its frames
+    sum below 1: raw scores (``not-normalized``), not a log-sigmoid."""
+    p, lp = _healthy(rng)
+    lowered = np.nan_to_num(lp, nan=0.0) - rng.uniform(0.1, 2.0, size=(60, 8, 1))
+    assert _errors(diagnose(lowered, **_args(p))) == ["not-normalized"]
