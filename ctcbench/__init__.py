@@ -22,6 +22,7 @@ _REGISTRY_NAMES = ("BackendInfo", "LoadedBackend", "get_backend", "list_backends
                    "register_backend", "unregister_backend")  # from ctcbench.runtime.registry
 _DECODER_NAMES = ("get_decoder", "register_decoder",
                   "unregister_decoder")  # from ctcbench.runtime.decoders
+_TRANSFORMERS_NAMES = ("diagnose_batch",)  # from ctcbench.transformers (the extra)
 
 __version__ = "0.1.0"
 
@@ -41,6 +42,7 @@ __all__ = [
     "check_aligner",
     "check_decoder",
     "diagnose",
+    "diagnose_batch",
     "get_backend",
     "get_decoder",
     "list_backends",
@@ -60,6 +62,9 @@ def __getattr__(name: str):
     if name in _DECODER_NAMES:
         from ctcbench.runtime import decoders
         return getattr(decoders, name)
+    if name in _TRANSFORMERS_NAMES:
+        import ctcbench.transformers as transformers
+        return getattr(transformers, name)
     raise AttributeError(f"module 'ctcbench' has no attribute {name!r}")
 
 

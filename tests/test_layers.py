@@ -18,7 +18,8 @@ LAYERS = (
     ("runtime", "backends"),
     ("caselib", "cases", "torch"),
     ("runs",),
-    ("doctor", "keras", "lightning"),  # the monitor as Keras and Lightning callbacks
+    ("doctor", "keras", "lightning", "transformers"),  # the monitor as Keras and Lightning
+    # callbacks and a Transformers TrainerCallback, with the doctor on a Transformers batch
     RUN_DRIVERS,
     ("report",),
     ("drivers",),

@@ -28,6 +28,8 @@ def doctor(ctx, file, fmt, **_settings):
         return _doctor_decoder(file, cfg, fmt)
     if cfg.aligner is not None:
         return _doctor_aligner(file, cfg, fmt)
+    if cfg.transformers_config is not None:
+        return _doctor_transformers(file, cfg, fmt)
     from ctcbench.doctor.examine import examine
     for option, path, what, suffixes in (("--plot", cfg.plot, "a PNG", (".png",)),
                                          ("--html", cfg.html, "an HTML", (".html", ".htm"))):
@@ -67,6 +69,16 @@ def _doctor_aligner(file, cfg: DoctorSettings, fmt) -> None:
                             max_bytes=cfg.max_bytes)
     click.echo(to_json(found.to_dict(), indent=2) if fmt == "json" else found.format_table())
     if not found.ok:
+        raise SystemExit(1)
+
+
+def _doctor_transformers(file, cfg: DoctorSettings, fmt) -> None:
+    """``doctor FILE --transformers-config``: a *ForCTC batch diagnosed in the model's terms."""
+    from ctcbench.transformers.saved import examine_saved
+    found = examine_saved(file, cfg.transformers_config, max_bytes=cfg.max_bytes)
+    click.echo(found.to_json() if fmt == "json" else found.format_table())
+    failing = ("error", "warning") if cfg.strict else ("error",)
+    if found.result.worst() in failing:
         raise SystemExit(1)
 
 

@@ -53,6 +53,11 @@ class DoctorSettings:
                                      "(default: greedy).", click_type=Number(int, min=1))
     alphabet: str | None = setting(None, "With --decoder: class k's character is CHARS[k], for "
                                          "a decoder that returns strings.", metavar="CHARS")
+    transformers_config: str | None = setting(
+        None, "FILE is a Hugging Face *ForCTC batch (ctcbench.transformers.Monitor's): read it "
+              "with this model config.json (pad_token_id as the blank, ctc_loss_reduction, "
+              "ctc_zero_infinity, -100 label padding); needs ctcbench[transformers].",
+        metavar="CONFIG.json", click_type=click.Path(dir_okay=False))
 
 
 DEFAULTS = DoctorSettings()  # the library functions' defaults
@@ -81,6 +86,9 @@ RULES = (  # checked in this order; the first one broken is the error
     Rule(("html", "device"), "explain", needed=False, expected="a diagnosis"),
     Rule(("decoder", "explain", "device", "html", "plot"), "aligner", needed=False,
          expected="no other check with --aligner"),
+    Rule(("decoder", "aligner", "explain", "device", "html", "plot", "blank"),
+         "transformers_config", needed=False,
+         expected="the model's own conventions with --transformers-config"),
 )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctcbench.backends.decoders.wav2vec2 import TokenizerDecode, tokenizer_of
 from ctcbench.caselib.decoder_judge import (BRUTE_FORCE_PATHS, most_probable_known, name_fault,
                                             padding_message, reads_padding, score_findings)
 from ctcbench.core.arrays import to_numpy
@@ -74,15 +75,24 @@ class DecoderCheck:
                           *(f"  note: {n}" for n in self.notes)])
 
 
-def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = DEFAULTS.layout,
-                  beam: int | None = None, alphabet=None, score: str | None = None) -> DecoderCheck:
+def check_decoder(fn, values, lengths=None, *, blank: int | None = None,
+                  layout: str = DEFAULTS.layout, beam: int | None = None, alphabet=None,
+                  score: str | None = None) -> DecoderCheck:
     """Run ``fn`` (the user's decoder) on ``values`` (log-probs, probs or logits, in
     ``layout``) and ``lengths (N,)`` (default: every frame), and compare with ctcbench's.
+    ``fn`` may also be a Transformers CTC tokenizer or processor (``Wav2Vec2CTCTokenizer``,
+    ``Wav2Vec2Processor``), or ``functools.partial(processor.batch_decode, **settings)``: its
+    ``batch_decode`` runs on each sample's argmax cut to its length, its text is read back
+    through its vocabulary, and what its conventions (word delimiter, ``group_tokens``) make
+    of the right answer is a note, not a finding. ``blank``: default 0, or the tokenizer's
+    pad token, its CTC blank.
     ``beam``: the user's decoder is a beam search of that width (default: greedy);
     ``alphabet``: class index -> character, for a decoder that returns strings; ``score``:
     what the scores of a ``(sequences, scores)`` output are, ``labelling`` (log P(labels),
     summed over all its paths) or ``path`` (the best single path's log-prob), checked so."""
-    expect(callable(fn), "fn", "the user's decode function", type(fn).__name__)
+    hf = tokenizer_of(fn)
+    expect(hf is not None or callable(fn), "fn", "the user's decode function (or a CTC "
+           "tokenizer or processor)", type(fn).__name__)
     expect(layout in LAYOUTS, "layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
     x = np.asarray(to_numpy(values, "values")[0], dtype=np.float64)
     expect(x.ndim == 3, "values", f"a 3-D array in {layout} layout", f"shape {x.shape}")
@@ -95,9 +105,15 @@ def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = DEF
     lengths = np.full(N, T) if given is None else given.astype(np.int64)
     expect(len(lengths) == N and bool(((lengths >= 0) & (lengths <= T)).all()), "lengths",
            f"{N} frame counts in [0, {T}]", lengths.tolist()[:8])
+    tokenizer = None if hf is None else TokenizerDecode(*hf)
+    pad_mismatch = tokenizer is not None and blank is not None and blank != tokenizer.blank
+    blank = (0 if tokenizer is None else tokenizer.blank) if blank is None else blank
     expect(0 <= blank < C, "blank", f"a class index in [0, {C})", repr(blank))
     expect(score in (None, "labelling", "path"), "score", "labelling, path or None", repr(score))
     lp, kind = _log_probs(x)
+    if tokenizer is not None:
+        def fn(values, lengths):  # (N, T, C), the layout Transformers' logits have
+            return tokenizer(x.transpose(1, 0, 2), lengths)
     out = _call(fn, values, lengths_given, lengths)
     scores = _scores(out, N) if score is not None else None
     seqs, notes = _sequences(out, N, alphabet, C)
@@ -106,7 +122,7 @@ def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = DEF
                      "return (sequences, scores) to have them checked")
     if kind == "logits":
         notes.append("values are unnormalised logits: the reference read them log-softmaxed")
-    faults, samples = Counter(), []
+    faults, samples, conventions = Counter(), [], Counter()
     first = {}
     for n in range(N):
         frames = lp[:lengths[n], n]  # (T_n, C)
@@ -123,6 +139,10 @@ def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = DEF
             same = False
         elif not same:
             fault = name_fault(got, want, frames, blank)
+            convention = _convention(tokenizer, got, want, frames.argmax(1))
+            if convention is not None:
+                fault, same = None, True
+                conventions[convention] += 1
         elif scores is not None and scores[n] is not None and blank not in got:  # its score
             full = beam is None or beam >= prefix_count(len(frames), C)  # nothing pruned
             found = score_findings(score, frames, blank, [got], [scores[n]], "float32",
@@ -143,10 +163,33 @@ def check_decoder(fn, values, lengths=None, *, blank: int = 0, layout: str = DEF
         notes.append("no sample had a required answer: pass a wider beam (one of "
                      "prefix_count(T, C) holds every prefix where C**T is small) or samples "
                      "whose best path has probability above 1/2, to have answers judged")
+    notes += [f"a convention of the tokenizer, not a fault, in {count} of {N} samples: {what}"
+              for what, count in conventions.items()]
+    if tokenizer is not None and tokenizer.fault() and findings:
+        findings.insert(0, tokenizer.fault())
+    if pad_mismatch:
+        findings.insert(0, f"blank: the tokenizer decodes with its pad token "
+                        f"{tokenizer.tokenizer.pad_token!r} (class {tokenizer.blank}) as the CTC "
+                        f"blank, not class {blank}: pass blank={tokenizer.blank} if the model's "
+                        f"blank is the pad token, else make the blank's token the tokenizer's "
+                        f"pad_token (and the model config's pad_token_id)")
     if any("tensor" in note for note in notes):
         findings.insert(0, next(note for note in notes if "tensor" in note))
         notes = [note for note in notes if "tensor" not in note]
     return DecoderCheck(findings, samples, notes)
+
+
+def _convention(tokenizer, got, want, argmax) -> str | None:
+    """Which of the tokenizer's conventions (one, or all of them in order) turn the right
+    answer ``want`` into ``got``: the text of the first that does, or None."""
+    found = tokenizer.conventions() if tokenizer is not None else []
+    for chosen in [[c] for c in found] + ([found] if len(found) > 1 else []):
+        made = tuple(want)
+        for _, change in chosen:
+            made = change(made, tuple(int(k) for k in argmax))
+        if made == tuple(got):
+            return "; ".join(what for what, _ in chosen)
+    return None
 
 
 def _known(frames: np.ndarray, blank: int, beam):

@@ -10,6 +10,7 @@ arrays claim more than ``max_bytes`` in all is refused before anything is alloca
 """
 from __future__ import annotations
 
+import difflib
 import math
 import zipfile
 import zlib
@@ -25,14 +26,16 @@ NPY_VERSIONS = {(1, 0): np.lib.format.read_array_header_1_0,
                 (2, 0): np.lib.format.read_array_header_2_0}
 
 
-def load_inputs(path, *, max_bytes: int = MAX_BYTES, required=REQUIRED_KEYS) -> dict:
+def load_inputs(path, *, max_bytes: int = MAX_BYTES, required=REQUIRED_KEYS,
+                extra: tuple[str, ...] = ()) -> dict:
     """``{"log_probs"|"logits"|"probs": ..., "targets": ..., ..., ["blank": int]}`` from ``path``.
 
     Raises ``ValueError`` naming the file and what was expected for anything unreadable or
     malformed, or holding more than ``max_bytes`` bytes of arrays (checked on the headers,
     before reading), and ``FileNotFoundError`` when it does not exist. ``required``: the
     arrays beside the values that must be there (a decoder's check needs none); the others
-    of ``REQUIRED_KEYS`` are returned where present.
+    of ``REQUIRED_KEYS`` are returned where present, and so are the arrays named in ``extra``
+    (a Transformers batch's raw ``labels``).
     """
     path = Path(path)
     if not path.is_file():
@@ -50,13 +53,20 @@ def load_inputs(path, *, max_bytes: int = MAX_BYTES, required=REQUIRED_KEYS) -> 
     data = _load_npz(path, max_bytes) if suffix == ".npz" else _load_pt(path, max_bytes)
     given = [k for k in VALUE_KEYS if k in data]
     missing = [k for k in required if k not in data]
-    if len(given) != 1 or missing:
+    if len(given) != 1 or missing:  # names as the file spells them, a control character escaped
+        found = ", ".join(k if k.isprintable() else repr(k) for k in sorted(data))
         want = "exactly one of log_probs/logits/probs" if len(given) != 1 else ""
         want = ", ".join(filter(None, [want, *missing]))
         raise ValueError(f"{path.name}: expected arrays log_probs (or logits or probs)"
-                         + "".join(f", {k}" for k in required) + f"; missing or ambiguous: "
-                         f"{want}; found: {', '.join(sorted(data)) or 'nothing'}")
-    out = {k: data[k] for k in (*given, *REQUIRED_KEYS) if k in data}
+                         + "".join(f", {k}" for k in required) + f", got missing or ambiguous: "
+                         f"{want}; found: {found or 'nothing'}")
+    known = (*VALUE_KEYS, *REQUIRED_KEYS, "blank", *extra)
+    near = {k: difflib.get_close_matches(k, known, n=1) for k in data if k not in known}
+    for name, hint in near.items():  # a misspelt name is refused, never silently unread
+        if hint:
+            raise ValueError(f"{path.name}: {name}: expected an array named one of "
+                             f"{', '.join(known)}, got {name!r} (did you mean {hint[0]!r}?)")
+    out = {k: data[k] for k in (*given, *REQUIRED_KEYS, *extra) if k in data}
     if "blank" in data:
         blank = data["blank"]
         blank = np.asarray(blank.tolist() if hasattr(blank, "tolist") else blank)
@@ -95,7 +105,9 @@ def _load_npz(path: Path, max_bytes: int) -> dict:
                     out[info.filename.removesuffix(".npy")] = (
                         array.reshape(shape[::-1]).T if fortran else array.reshape(shape))
             return out
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError,
+            RuntimeError, UnicodeDecodeError) as exc:  # zipfile: an unknown zip version, an
+        # encrypted member, a member name that is not UTF-8
         raise ValueError(f"{path.name}: expected a NumPy .npz archive, got an unreadable file "
                          f"({type(exc).__name__}: {exc})") from None
 
@@ -127,6 +139,9 @@ def _npy_header(path: Path, info, fp) -> tuple:
     except ValueError as exc:
         raise ValueError(f"{path.name}: {info.filename}: expected a .npy header, got "
                          f"{str(exc).splitlines()[0]}") from None
+    if any(d < 0 for d in shape):
+        raise ValueError(f"{path.name}: {info.filename}: expected a .npy header of a shape of "
+                         f"sizes >= 0, got shape {shape}")
     if dtype.hasobject:
         raise ValueError(f"{path.name}: expected plain numeric arrays, got {info.filename} of "
                          f"dtype {dtype} (object arrays need pickle, which is refused)")
@@ -146,7 +161,8 @@ def _load_pt(path: Path, max_bytes: int) -> dict:
     try:  # torch's zip format: data.pkl plus one member per storage, each of its byte size
         with zipfile.ZipFile(path) as archive:
             _check_members(path, archive.infolist(), max_bytes)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError,
+            UnicodeDecodeError) as exc:
         raise ValueError(f"{path.name}: expected a torch.save'd dict of tensors loadable with "
                          f"weights_only=True, got an unreadable file ({type(exc).__name__}: "
                          f"{exc})") from None
@@ -199,6 +215,6 @@ def _pt_value(path: Path, key: str, v):
         return v
     try:
         return np.asarray(v)
-    except ValueError as exc:  # ragged lists
+    except ValueError:  # ragged lists
         raise ValueError(f"{path.name}: {key}: expected a tensor or a rectangular array, got "
-                         f"{type(v).__name__} ({str(exc).split('.')[0]})") from None
+                         f"a {type(v).__name__} with rows of different lengths") from None

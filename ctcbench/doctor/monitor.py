@@ -33,7 +33,7 @@ import numpy as np
 from ctcbench.core.arrays import to_numpy
 from ctcbench.doctor.config import DEFAULTS
 from ctcbench.doctor.diagnose import diagnose
-from ctcbench.doctor.findings import Trait, codes_with
+from ctcbench.doctor.findings import Code, Trait, codes_with
 from ctcbench.core.layouts import LAYOUTS
 from ctcbench.doctor.load import VALUE_KEYS
 from ctcbench.errors import expect, one_of
@@ -52,6 +52,7 @@ class Event:
     message: str
     evidence: dict
     batch_file: str
+    fix: str = ""  # what to change, where a framework's wrapper knows (ctcbench.transformers)
 
     def line(self) -> str:
         return (f"ctcbench monitor: step {self.step}: {self.kind}: {self.message} "
@@ -77,13 +78,17 @@ class Monitor:
       kind: what ``step`` is handed, ``"log_probs"`` (torch's ctc_loss), ``"logits"`` (optax,
         Keras, TF) or ``"probs"``; layout: ``"TNC"`` (time-major) or ``"NTC"`` (batch-major).
         A saved batch is time-major, so ``ctcbench doctor FILE`` reads it as it is.
+      diagnose: the look at a batch, ``fn(values, targets, input_lengths, target_lengths,
+        **extra) -> Report`` with the values time-major (default: the doctor's ``diagnose``
+        with this ``blank``, ``reduction`` and ``kind``); a framework's wrapper passes its own.
     """
 
     def __init__(self, out_dir="ctcbench-monitor", *, blank: int = 0,
                  reduction: str = DEFAULTS.reduction,
                  check_every: int = 25, window: int = 500, flat_tol: float = 0.02,
                  stall_band: float = 0.1, stall_after: int = 100, grad_factor: float = 10.0,
-                 report=print, kind: str = "log_probs", layout: str = DEFAULTS.layout):
+                 report=print, kind: str = "log_probs", layout: str = DEFAULTS.layout,
+                 diagnose=None):
         one_of("kind", [kind], VALUE_KEYS)
         one_of("layout", [layout], LAYOUTS)
         self.out_dir = Path(out_dir)
@@ -91,7 +96,7 @@ class Monitor:
         self.check_every, self.window, self.flat_tol = check_every, window, flat_tol
         self.stall_band, self.stall_after = stall_band, stall_after
         self.grad_factor = grad_factor
-        self.report = report
+        self.report, self.diagnose = report, diagnose
         self.events: list[Event] = []
         self.looks: list[tuple[int, tuple[str, ...]]] = []  # (step, the doctor's codes) each look
         self._reported: set[str] = set()
@@ -108,17 +113,20 @@ class Monitor:
         return list(self._losses)
 
     def step(self, loss, log_probs, targets, input_lengths, target_lengths, *, model=None,
-             grad_norm: float | None = None, step: int | None = None) -> list[Event]:
+             grad_norm: float | None = None, step: int | None = None,
+             extra: dict | None = None) -> list[Event]:
         """Look at one training step; returns the events first reported at this step.
 
         loss: the loss tensor (or float) of the step. log_probs: ``(T, N, C)`` as handed to the
         loss (the monitor's ``kind`` in its ``layout``); it, the targets and the lengths may
         each be a function that returns it, called only when the doctor looks or a batch is
         saved. model: a torch module whose ``.grad`` norm is read (or pass ``grad_norm``).
+        extra: more named arrays (or functions returning them), saved with the batch and
+        handed to ``diagnose``.
         """
         self._step = self._step + 1 if step is None else int(step)
         self._first_step = self._step if self._first_step is None else self._first_step
-        batch = _Batch(log_probs, (targets, input_lengths, target_lengths), self.layout)
+        batch = _Batch(log_probs, (targets, input_lengths, target_lengths), self.layout, extra)
         new = []
         value = float(to_numpy(loss, "loss")[0].astype(np.float64).mean())
         if not np.isfinite(value):
@@ -177,14 +185,21 @@ class Monitor:
 
     def _doctor(self, batch) -> list[Event]:
         values, targets, input_lengths, target_lengths = batch.arrays()
-        report = diagnose(**{self.kind: values}, targets=targets, input_lengths=input_lengths,
-                          target_lengths=target_lengths, blank=self.blank,
-                          reduction=self.reduction)
+        if self.diagnose is None:
+            report = diagnose(**{self.kind: values}, targets=targets,
+                              input_lengths=input_lengths, target_lengths=target_lengths,
+                              blank=self.blank, reduction=self.reduction)
+        else:
+            report = self.diagnose(values, targets, input_lengths, target_lengths,
+                                   **batch.extra())
         self.looks.append((self._step, tuple(report.codes)))
         events, model_state = [], set()
+        explained = {c for f in report.errors for c in f.explains}  # one event per cause
         for f in report.findings:
-            if f.severity != "error":
+            if f.severity != "error" or f.code in explained:
                 continue
+            if f.code == Code.NON_FINITE and "loss-non-finite" in self._reported:
+                continue  # the weights a non-finite loss's step made nan: that event said it
             if f.code in MODEL_STATE:
                 model_state.add(f.code)
                 if f.code not in self._model_state:
@@ -256,7 +271,7 @@ class Monitor:
 
     def _save(self, kind: str, batch) -> Path:
         named = dict(zip((self.kind, "targets", "input_lengths", "target_lengths"),
-                         batch.arrays()))
+                         batch.arrays())) | batch.extra()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         stem = self.out_dir / f"step{self._step}-{kind.replace(':', '-')}"
         if str(getattr(named[self.kind], "dtype", "")) == "torch.bfloat16":  # NumPy lacks it
@@ -308,8 +323,14 @@ class _Batch:
     """One step's batch: the values, targets and lengths, each given or the function that makes
     it (called once, when first needed); the values time-major once read."""
 
-    def __init__(self, values, rest: tuple, layout: str):
+    def __init__(self, values, rest: tuple, layout: str, extra: dict | None = None):
         self._parts, self._layout, self._read = (values, *rest), layout, False
+        self._extra = dict(extra or {})
+
+    def extra(self) -> dict:
+        """The extra named arrays, each made once."""
+        self._extra = {k: v() if callable(v) else v for k, v in self._extra.items()}
+        return self._extra
 
     def arrays(self) -> tuple:
         if not self._read:

@@ -61,6 +61,10 @@ BUILTIN_DECODERS: dict[str, str] = {
     "flashlight": "ctcbench.backends.decoders.flashlight:FlashlightDecoder",  # log_add=False
     "flashlight-logadd": "ctcbench.backends.decoders.flashlight:FlashlightLogAddDecoder",
     "ctc-segmentation": "ctcbench.backends.decoders.ctcseg:CTCSegmentationAligner",
+    "transformers-ctc": "ctcbench.backends.decoders.wav2vec2:TransformersCTCDecoder",
+    "transformers-ctc-words": "ctcbench.backends.decoders.wav2vec2:TransformersCTCWordsDecoder",
+    "transformers-ctc-skip-special":
+        "ctcbench.backends.decoders.wav2vec2:TransformersCTCSkipSpecialDecoder",
 }
 OWN_DECODERS = ("greedy", "beam", "viterbi")  # ctcbench's own: compare checks them by default
 REFERENCE_DECODER = "beam"  # exact at a beam of prefix_count(T, C)
@@ -235,6 +239,8 @@ def check_align_inputs(log_probs, target, *, blank: int) -> None:
 
 
 def _kind(value) -> str:
+    if value is None:  # not Python's "NoneType"
+        return "None"
     return f"{type(value).__name__} of {len(value)}" if hasattr(value, "__len__") else \
         type(value).__name__
 
