@@ -14,6 +14,7 @@ import click
 
 from ctcbench import __version__
 from ctcbench.cli_options import case_dirs_option, format_option
+from ctcbench.cli_types import Path as PathType, path_message
 from ctcbench.drivers import DRIVERS
 from ctcbench.errors import InputError
 
@@ -32,14 +33,29 @@ class Commands(click.Group):
         except click.BadParameter as exc:  # an option's value: --NAME: expected ..., got ...
             if exc.param is None or not exc.param.opts:
                 raise
-            raise click.UsageError(f"{exc.param.opts[0]}: {exc.message}", exc.ctx) from None
+            message = exc.message
+            if isinstance(exc.param.type, click.Path):
+                message = path_message(exc.param.type, message)
+            name = (exc.param.opts[0] if isinstance(exc.param, click.Option)
+                    else exc.param.human_readable_name.rstrip("."))  # an argument: RUN_DIR
+            raise click.UsageError(f"{name}: {message}", exc.ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except InputError as exc:  # the library's argument, renamed to the option it came from
             raise click.ClickException(exc.named(self._option(ctx, exc.name))) from None
         except LIBRARY_ERRORS as exc:
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise click.ClickException(str(message) or type(exc).__name__) from None
+            raise click.ClickException(self._message(exc)) from None
+
+    @staticmethod
+    def _message(exc: Exception) -> str:
+        """A library error's one line; an OS error on a path (``[Errno 36] File name too
+        long``, Python's words) said in the error form, naming the path."""
+        if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+            path = str(exc.filename)
+            path = path if len(path) <= 120 else path[:60] + "..." + path[-40:]
+            return f"{path}: expected a path this system can use, got {exc.strerror!r}"
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        return str(message) or type(exc).__name__
 
     def _option(self, ctx, name: str) -> str:
         """``--backend`` for the library's ``backend`` when the command has that option."""
@@ -99,8 +115,8 @@ def cases_cmd(case_dirs, fmt):
 @cli.command(help=f"Write one self-contained HTML page for run folders of any kind "
                   f"({', '.join(DRIVERS)}), side by side; several folders need --out.")
 @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
-                type=click.Path(file_okay=False))
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+                type=PathType(file_okay=False))
+@click.option("--out", type=PathType(dir_okay=False), default=None,
               help="HTML file to write, required for several folders [default: "
                    "RUN_DIR/report.html for one folder].")
 def report(run_dirs, out):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ctcbench.cli_types import OneOf
+from ctcbench.cli_types import OneOf, Path
 from ctcbench.settings import list_callback
 
 
@@ -25,7 +25,7 @@ def list_option(*decls, metavar: str, help: str):
 def case_dirs_option(verb: str):
     """``--cases DIR`` (repeatable): case folders in place of the built-in library."""
     return click.option("--cases", "case_dirs", multiple=True, metavar="DIR",
-                        type=click.Path(file_okay=False), help=f"Folder of .toml/.json case "
+                        type=Path(file_okay=False), help=f"Folder of .toml/.json case "
                         f"files to {verb} instead of the built-in library.")
 
 
@@ -36,7 +36,7 @@ def out_options(kind: str, resume_note: str = ""):
                           help=f"Continue the run in --out{resume_note}: finished rows are "
                                f"kept, the rest run. Without it, a folder that already holds "
                                f"a run is refused.")(fn)
-        return click.option("--out", type=click.Path(file_okay=False), default=None,
+        return click.option("--out", type=Path(file_okay=False), default=None,
                             help=f"Run folder; default reports/{kind}-<UTC time>.")(fn)
     return decorate
 
@@ -50,7 +50,7 @@ def function_options(verb: str, *, known_issues: bool = True):
 
     def decorate(fn):
         if known_issues:
-            fn = click.option("--known-issues", type=click.Path(dir_okay=False, exists=True),
+            fn = click.option("--known-issues", type=Path(dir_okay=False, exists=True),
                               default=None, metavar="FILE.toml",
                               help="Your known_issues.toml: the failures of a --function it "
                                    "lists (its backend = PKG.MOD:NAME) are known, not "
@@ -72,11 +72,11 @@ def function_options(verb: str, *, known_issues: bool = True):
 def baseline_options(fn):
     """compare's ``--save-baseline`` and ``--baseline`` (``ctcbench.compare.baseline``; its
     ``--max-change`` is a setting, ``ctcbench.compare.config``)."""
-    fn = click.option("--baseline", type=click.Path(dir_okay=False), default=None,
+    fn = click.option("--baseline", type=Path(dir_okay=False), default=None,
                       metavar="FILE.json", help="Also fail where a row's numbers moved from "
                       "this --save-baseline file by more than --max-change, even within the "
                       "tolerances.")(fn)
-    return click.option("--save-baseline", type=click.Path(dir_okay=False), default=None,
+    return click.option("--save-baseline", type=Path(dir_okay=False), default=None,
                         metavar="FILE.json", help="Save every checked row's losses and "
                         "gradient projections to FILE.json, for a later --baseline.")(fn)
 

@@ -1,9 +1,11 @@
 """The option types of the command line whose errors read like the library's
-(``--budget: expected a number > 0, got 'abc'``; ``ctcbench.cli.Commands`` prints them so).
+(``--budget: expected a number > 0, got 'abc'``; ``ctcbench.cli.Commands`` prints them so),
+click's own refusals of a path said the same way (``path_message``).
 A base part: the drivers' own options (``convergence.options``) use them too."""
 from __future__ import annotations
 
 import difflib
+import re
 
 import click
 
@@ -44,3 +46,34 @@ class OneOf(click.Choice):
         near = difflib.get_close_matches(str(value), list(self.choices), n=1, cutoff=0.6)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         self.fail(f"expected one of {', '.join(self.choices)}, got {value!r}{hint}", param, ctx)
+
+
+class Path(click.Path):
+    """``click.Path`` that refuses an empty value, which the OS would take for the current
+    folder (``--out ""`` writing a run into it); its other refusals are said in our words by
+    the command group (:func:`path_message`)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"expected a {'folder' if not self.file_okay else 'file'} path, got "
+                      f"{value!r}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+CLICK_PATH = re.compile(r"\w+ (?P<path>'.*'|\".*\") (?P<what>does not exist|is a file|"
+                        r"is a directory|is not \w+)\.$", re.S)
+
+
+def path_message(path_type: click.Path, message: str) -> str:
+    """``click.Path``'s refusal (``File 'x' is a directory.``, click's words) in the error
+    form: ``expected a file, got 'x' (a folder)``; any other message as it is."""
+    m = CLICK_PATH.match(message)
+    if m is None:
+        return message
+    kind = ("file" if not path_type.dir_okay else "folder" if not path_type.file_okay
+            else "file or folder")
+    what = m["what"].removeprefix("is ")
+    if what.startswith("not "):  # not readable, not writable
+        return f"expected a {what[4:]} {kind}, got {m['path']}"
+    got = {"does not exist": "no such path", "a directory": "a folder"}.get(what, what)
+    return f"expected {'an existing' if path_type.exists else 'a'} {kind}, got {m['path']} ({got})"

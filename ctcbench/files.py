@@ -6,7 +6,9 @@ import contextlib
 import json
 import math
 import os
+import sys
 import tempfile
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -25,6 +27,22 @@ def read_text(path: Path, what: str) -> str:
         fail(what, "a UTF-8 text file", f"undecodable bytes at position {exc.start}")
     except OSError as exc:  # a folder, no permission, an I/O error
         fail(what, "a readable text file", exc.strerror or type(exc).__name__)
+
+
+def parse_text(text: str, what: str, fmt: str, expected: str | None = None):
+    """``text`` parsed as ``fmt`` ("JSON" or "TOML"), or a ValueError naming ``what``:
+    ``WHAT: expected valid TOML, got a parse error: ...``. Text the parsers cannot take in
+    their own words (nesting past Python's recursion limit, a number of thousands of digits)
+    is refused alike."""
+    expected = expected or f"valid {fmt}"
+    try:
+        return json.loads(text) if fmt == "JSON" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        fail(what, expected, f"a parse error: {exc}")
+    except RecursionError:
+        fail(what, expected, "lists or tables nested too deep to read")
+    except ValueError:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+        fail(what, expected, f"a number longer than {sys.get_int_max_str_digits()} digits")
 
 
 def _jsonable(x):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from ctcbench.cli_options import format_option, list_option, out_options
+from ctcbench.cli_types import Path
 from ctcbench.drivers import finish_run
 
 
@@ -14,7 +15,7 @@ from ctcbench.drivers import finish_run
               help="Also try the entries of a framework light enough to install beside the "
                    "stack (optax, keras) on each of these releases, oldest first; each is "
                    "installed once into --versions-cache (repeatable).")
-@click.option("--versions-cache", type=click.Path(file_okay=False), default=None,
+@click.option("--versions-cache", type=Path(file_okay=False), default=None,
               help="Where --versions installs each release [default: "
                    "~/.cache/ctcbench/versions].")
 @out_options("atlas")

@@ -5,6 +5,7 @@ import click
 
 from ctcbench.bench.config import bench_settings
 from ctcbench.cli_options import format_option, function_options, list_option, out_options, with_functions
+from ctcbench.cli_types import Path
 from ctcbench.drivers import finish_run
 from ctcbench.settings import SettingsCommand, command_line_settings
 
@@ -22,7 +23,7 @@ from ctcbench.settings import SettingsCommand, command_line_settings
               help="With --decoder: the beam widths to time.")
 @format_option("table", "json", "csv")
 @out_options("bench")
-@click.option("--baseline", type=click.Path(exists=True), default=None,
+@click.option("--baseline", type=Path(exists=True), default=None,
               help="A saved bench run (folder, rows.jsonl, bench.json or bench.csv).")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="METRIC:PCT",
               help="Exit non-zero when METRIC (time, ratio, memory) grew more than PCT "
@@ -34,9 +35,11 @@ def bench(ctx, backend_names, functions, convention, device, decoders, beams, fm
     from ctcbench.bench.run import bench as run_bench, format_table, records
     from ctcbench.environment import cpu_text
     from ctcbench.files import to_json
-    if decoders and (backend_names or functions or baseline):
-        raise click.UsageError("--decoder: expected it without --backend, --function and "
-                               "--baseline")
+    given = [o for o, v in (("--backend", backend_names), ("--function", functions),
+                            ("--baseline", baseline)) if v]
+    if decoders and given:
+        raise click.UsageError(f"--decoder: expected it without --backend, --function and "
+                               f"--baseline, got {' and '.join(given)} too")
     backend_names = with_functions(backend_names, functions, convention, device)
     result = run_bench(backends=backend_names, out=out, resume=resume, baseline=baseline,
                        fail_on=fail_on, decoders=decoders, beams=beams,

@@ -8,6 +8,7 @@ extra zero-gradient frames, scaling by an upstream gradient).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -84,6 +85,17 @@ GENERATORS: dict[str, Callable] = {
     "numpy_normal": _uniform,  # per-sample zeros; the whole batch is drawn by _numpy_normal
     "arrays": None,  # the whole problem as arrays in the build table, see _arrays
 }
+# the keys a [case.build] table may hold: BUILD_KEYS and its generator's own ("arrays": only
+# its own); a [[case.build.sample]]: SAMPLE_KEYS and its generator's. Any other key is refused
+# where it is read, so a misspelt one is never dropped.
+BUILD_KEYS = ("generator", "sample", "seed", "C", "blank", "T", "pad", "pad_frames",
+              "input_lengths", "target_lengths", "unbatched")
+GENERATOR_KEYS = {"peaked": ("peak",), "random": ("scale", "spread"),
+                  "mt19937_uniform": ("low", "high", "real", "set_class"),
+                  "arrays": ("generator", "logits", "shape", "fill", "targets", "input_lengths",
+                             "target_lengths", "blank", "unbatched")}
+SAMPLE_KEYS = ("name", "target", "L", "no_repeats", "T", "slack")
+GENERATOR_SAMPLE_KEYS = {"table": ("logits", "probs"), "peaked": ("path",)}
 
 
 def _batch_draw(build: dict, shape: tuple[int, int, int], case: str) -> np.ndarray:
@@ -115,25 +127,28 @@ def _arrays(build: dict, case: str) -> Raw:
     """``arrays``: ``logits`` as a nested list (any rank, or ``shape`` + ``fill``), ``targets``,
     ``input_lengths``, ``target_lengths``, ``blank`` given whole, unchecked, so a case can
     hand the API exactly the malformed input it must refuse."""
-    try:
-        if "logits" in build:
-            logits = np.asarray(build["logits"], dtype=np.float64)
-        else:
-            shape = tuple(fields.int_list(build.get("shape"), _where(case, "shape"), lo=0,
-                                          hi=MAX_FRAMES))
-            logits = np.full(shape, float(build.get("fill", 0.0)))
-        arr = {k: np.asarray(build[k], dtype=np.int64)
-               for k in ("targets", "input_lengths", "target_lengths")}
-    except KeyError as exc:
-        fields.fail(_where(case, exc.args[0]), "a value for generator 'arrays'", "nothing")
-    except (TypeError, ValueError) as exc:
-        fields.fail(_where(case, "arrays"), "rectangular numeric arrays", str(exc))
+    fields.keys(build, f"case {case!r} build", GENERATOR_KEYS["arrays"])
+    for key in ("targets", "input_lengths", "target_lengths"):
+        if key not in build:
+            fields.fail(_where(case, key), "a value for generator 'arrays'", "nothing")
+    if "logits" in build:
+        logits = fields.array(build["logits"], _where(case, "logits"), integer=False)
+    else:
+        shape = tuple(fields.int_list(build.get("shape"), _where(case, "shape"), lo=0,
+                                      hi=MAX_FRAMES))
+        if math.prod(shape) > MAX_CELLS:
+            fields.fail(_where(case, "shape"), f"at most {MAX_CELLS:.0e} cells (a case is a "
+                        "small problem with a known answer)", list(shape))
+        logits = np.full(shape, fields.number(build.get("fill", 0.0), _where(case, "fill"),
+                                              finite=False))
+    arr = {k: fields.array(build[k], _where(case, k), integer=True)
+           for k in ("targets", "input_lengths", "target_lengths")}
     n = logits.shape[1] if logits.ndim == 3 else 1
-    blank = int(build.get("blank", 0))
+    blank = fields.integer(build.get("blank", 0), _where(case, "blank"), lo=-2**63, hi=2**63 - 1)
     C = logits.shape[-1] if logits.ndim else 1
     return Raw(logits, arr["targets"], arr["input_lengths"], arr["target_lengths"],
                blank % C if C else blank, [f"sample{i}" for i in range(n)], blank_given=blank,
-               unbatched=bool(build.get("unbatched", False)))
+               unbatched=fields.flag(build.get("unbatched", False), _where(case, "unbatched")))
 
 
 def _target(sample: dict, C: int, blank: int, rng, where: str) -> list[int]:
@@ -195,8 +210,9 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
         fields.fail(f"case {case!r} build", "a table", repr(build))
     if build.get("generator") == "arrays":
         return _arrays(build, case)
-    gen = GENERATORS[fields.choice(build.get("generator"), _where(case, "generator"),
-                                   tuple(GENERATORS))]
+    name = fields.choice(build.get("generator"), _where(case, "generator"), tuple(GENERATORS))
+    fields.keys(build, f"case {case!r} build", BUILD_KEYS + GENERATOR_KEYS.get(name, ()))
+    gen = GENERATORS[name]
     samples = build.get("sample")
     if not isinstance(samples, list) or not samples:
         raise ValueError(f"{_where(case, 'sample')}: expected a non-empty list of samples, "
@@ -215,6 +231,7 @@ def build_raw(build: dict, *, case: str = "?") -> Raw:
         where = _where(case, f"sample[{n}]")
         if not isinstance(sample, dict):
             fields.fail(where, "a table", repr(sample))
+        fields.keys(sample, where, SAMPLE_KEYS + GENERATOR_SAMPLE_KEYS.get(name, ()))
         target = _target(sample, C, blank, rng, where)
         sample, T_n = _frames_of(sample, build["generator"], C, target, where)
         x = gen(sample, build, T_n, C, rng, case)
@@ -369,6 +386,9 @@ TRANSFORMS: dict[str, Callable[[Raw, dict, str], Variant]] = {
     "padded_frames": _padded_frames,
     "upstream_weights": _upstream_weights,
 }
+TRANSFORM_KEYS = {"move_blank": ("blank",), "wide_padding": ("extra", "fill"),
+                  "index_dtype": ("dtype",), "padded_frames": ("value", "extra"),
+                  "upstream_weights": ("weights", "reduction", "scale")}  # beside transform, also
 
 
 def variants(build: dict, transforms=(), *, case: str = "?") -> list[Variant]:
@@ -394,5 +414,6 @@ def _apply(raw: Raw, spec: dict, where: str) -> Variant:
     if not isinstance(spec, dict):
         fields.fail(where, "a table with a transform", repr(spec))
     name = fields.choice(spec.get("transform"), f"{where}.transform", tuple(TRANSFORMS))
+    fields.keys(spec, where, ("transform", "also") + TRANSFORM_KEYS.get(name, ()))
     params = {k: v for k, v in spec.items() if k not in ("transform", "also")}
     return TRANSFORMS[name](raw, params, where)

@@ -17,6 +17,7 @@ loss checked against the reference. The checks themselves are in ``ctcbench.comp
 """
 from __future__ import annotations
 
+import difflib
 import math
 import re
 
@@ -42,6 +43,10 @@ def check_expect(expect: dict, where: str, *, fmt: int = 1) -> None:
     files may carry extra keys (notes such as published alpha tables); format 2 may not."""
     unknown = sorted(set(expect) - _KEYS)
     _expect(fmt == 1 or not unknown, where, f"only the keys {', '.join(sorted(_KEYS))}", unknown)
+    for key in unknown:  # format 1's notes, but never a misspelt key read as one
+        near = difflib.get_close_matches(key, _KEYS, n=1)
+        _expect(not near, f"{where}.{key}", "a note beside the keys " + ", ".join(sorted(_KEYS)),
+                f"a key a letter or two from {near[0] if near else ''!r}")
     if "error" in expect:
         err = expect["error"]
         _expect(isinstance(err, dict) and set(err) <= {"type", "match"}

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctcbench.caselib import fields
 from ctcbench.core import oracles
 from ctcbench.core.ctcmath import log_softmax, min_frames, minimal_path
 from ctcbench.core.problem import CTCProblem
@@ -44,8 +45,8 @@ def _brute_force(x, target, blank, case, n):
 
 def _single_path(x, target, blank, case, n):
     if len(x) != min_frames(target):
-        raise ValueError(f"case {case!r} sample {n}: oracle single_path expected input length "
-                         f"L + repeats = {min_frames(target)}, got {len(x)}")
+        raise ValueError(f"case {case!r} sample {n}: expected input length L + repeats = "
+                         f"{min_frames(target)} (oracle single_path), got {len(x)}")
     path = minimal_path(target, blank=blank)
     grad = _softmax(x)
     grad[np.arange(len(path)), path] -= 1.0
@@ -54,8 +55,8 @@ def _single_path(x, target, blank, case, n):
 
 def _empty_target(x, target, blank, case, n):
     if len(target):
-        raise ValueError(f"case {case!r} sample {n}: oracle empty_target expected an empty "
-                         f"target, got length {len(target)}")
+        raise ValueError(f"case {case!r} sample {n}: expected an empty target (oracle "
+                         f"empty_target), got length {len(target)}")
     grad = _softmax(x)
     grad[:, blank] -= 1.0
     return oracles.empty_target_loss(x, blank=blank), grad
@@ -63,8 +64,8 @@ def _empty_target(x, target, blank, case, n):
 
 def _uniform(x, target, blank, case, n):
     if len(x) and np.ptp(x, axis=1).max() != 0:
-        raise ValueError(f"case {case!r} sample {n}: oracle uniform expected logits constant "
-                         f"over classes in every frame, got a spread of {np.ptp(x, axis=1).max()}")
+        raise ValueError(f"case {case!r} sample {n}: expected logits constant over classes in "
+                         f"every frame (oracle uniform), got a spread of {np.ptp(x, axis=1).max()}")
     return oracles.uniform_loss(len(x), x.shape[1], target), None
 
 
@@ -81,7 +82,7 @@ ORACLES = {
 
 def _published(problem: CTCProblem, expect: dict, case: str) -> Answer:
     T, N, C, _ = problem.shape
-    loss = np.asarray(expect.get("loss", ()), dtype=np.float64)
+    loss = fields.array(expect.get("loss", []), f"case {case!r} expect.loss", integer=False)
     chosen = list(range(N))
     if "samples" in expect and loss.shape == (len(expect["samples"]),):
         chosen = list(expect["samples"])  # values for the checked samples only
@@ -96,11 +97,11 @@ def _published(problem: CTCProblem, expect: dict, case: str) -> Answer:
     grad = None
     if "grad" in expect:
         grad = np.zeros((T, N, C))
-        if len(expect["grad"]) != len(chosen):
+        if not isinstance(expect["grad"], list) or len(expect["grad"]) != len(chosen):
             raise ValueError(f"case {case!r} expect.grad: expected one (T_n, C) table per "
-                             f"sample ({len(chosen)}), got {len(expect['grad'])}")
+                             f"sample ({len(chosen)}), got {expect['grad']!r:.80}")
         for n, g in zip(chosen, expect["grad"]):
-            g = np.asarray(g, dtype=np.float64)
+            g = fields.array(g, f"case {case!r} expect.grad[{n}]", integer=False)
             want = (int(problem.input_lengths[n]), C)
             if g.shape != want:
                 raise ValueError(f"case {case!r} expect.grad[{n}]: expected shape {want}, "

@@ -7,6 +7,7 @@ any cast, so nothing wraps or is taken modulo something.
 """
 from __future__ import annotations
 
+import difflib
 import math
 
 import numpy as np
@@ -81,6 +82,35 @@ def table(value, where: str, *, width: int | None) -> np.ndarray:
     return np.asarray(value, dtype=np.float64).reshape(len(value), lengths[0] if value else (width or 0))
 
 
+def array(value, where: str, *, integer: bool) -> np.ndarray:
+    """A number, or a rectangular nested list of them (any rank), as int64 (``integer``: ints
+    only) or float64 (NaN/inf allowed); ragged, non-numeric or out-of-range data is refused
+    before NumPy sees it, so nothing is cast, truncated or wrapped."""
+    kind = "integers" if integer else "numbers"
+    want = f"a number or a rectangular nested list of {kind}"
+
+    def ok(x) -> bool:
+        if integer:
+            return _is_int(x) and -2**63 <= x < 2**63
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and (
+            isinstance(x, float) or abs(x) < 2**1023)
+
+    def shape(x, depth: int = 0) -> tuple:
+        if isinstance(x, list):
+            if depth > 32:
+                fail(where, want, "lists nested more than 32 deep")
+            shapes = {shape(v, depth + 1) for v in x}
+            if len(shapes) > 1:
+                fail(where, want, f"rows of different shapes {sorted(shapes, key=len)[:3]}")
+            return (len(x), *(shapes.pop() if shapes else ()))
+        if not ok(x):
+            fail(where, want, repr(x)[:80])
+        return ()
+
+    shape(value)
+    return np.asarray(value, dtype=np.int64 if integer else np.float64)
+
+
 def choice(value, where: str, options) -> str:
     """One of ``options`` (strings)."""
     if not isinstance(value, str) or value not in options:
@@ -93,3 +123,14 @@ def flag(value, where: str) -> bool:
     if not isinstance(value, bool):
         fail(where, "true or false", repr(value))
     return value
+
+
+def keys(value: dict, where: str, allowed) -> None:
+    """Refuse a key of the table ``value`` that is not ``allowed``: a misspelt key is an error
+    offering the closest allowed one, never a setting silently dropped."""
+    unknown = sorted(str(k) for k in value if k not in allowed)
+    if unknown:
+        near = [m for k in unknown for m in difflib.get_close_matches(k, allowed, n=1)]
+        hint = f" (did you mean {', '.join(map(repr, near))}?)" if near else ""
+        fail(where, f"keys among {', '.join(sorted(allowed))}",
+             ", ".join(map(repr, unknown)) + hint)

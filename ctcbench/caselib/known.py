@@ -13,7 +13,6 @@ import fnmatch
 import functools
 import importlib.resources
 import re
-import tomllib
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -21,8 +20,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from ctcbench.core.problem import FLOAT_DTYPES
-from ctcbench.errors import expect, fail
-from ctcbench.files import read_text
+from ctcbench.errors import expect
+from ctcbench.files import parse_text, read_text
 from ctcbench.runtime.devices import DEVICES
 
 FILE_NAME = "known_issues.toml"  # in a case folder, these two names hold tables, not cases
@@ -209,10 +208,7 @@ def _row(kind: _Kind, raw, where: str):
 
 def _parse(kind: _Kind, text: str, source: str) -> tuple:
     """The rows of a file's ``text`` that holds ``format`` and the ``[[table]]`` list only."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        fail(source, "valid TOML", f"a parse error: {exc}")
+    data = parse_text(text, source, "TOML")
     key = kind.table
     unknown = sorted(set(data) - {"format", key})
     expect(not unknown, source, f"the keys format and {key}", ", ".join(map(repr, unknown)))

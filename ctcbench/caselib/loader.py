@@ -12,16 +12,14 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib.resources
-import json
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ctcbench.caselib.known import ATLAS_FILE, FILE_NAME as KNOWN_ISSUES_FILE
 from ctcbench.errors import UnknownName, expect, fail
-from ctcbench.files import read_text
+from ctcbench.files import parse_text, read_text
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")  # a case's name: what --case globs match
 NOT_CASES = (KNOWN_ISSUES_FILE, ATLAS_FILE)  # data files beside the case files, not case files
@@ -88,11 +86,7 @@ class Library:
 def read_case_file(path, text: str) -> list[dict]:
     """The raw ``case`` tables of one .toml or .json file's ``text``."""
     name = getattr(path, "name", str(path))
-    try:
-        data = json.loads(text) if name.endswith(".json") else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{name}: expected valid {'JSON' if name.endswith('.json') else 'TOML'}, "
-                         f"got a parse error: {exc}") from None
+    data = parse_text(text, name, "JSON" if name.endswith(".json") else "TOML")
     cases = data.get("case") if isinstance(data, dict) else None
     expect(isinstance(cases, list), name, "a list of cases under the key 'case'",
            sorted(data) if isinstance(data, dict) else type(data).__name__)

@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
-from ctcbench.errors import fail
+from ctcbench.caselib.fields import keys
+from ctcbench.errors import expect, fail
 
-from ctcbench.files import atomic_write, read_text, to_json
+from ctcbench.files import atomic_write, parse_text, read_text, to_json
 
 FORMAT = 1
 KIND = "ctcbench-baseline"
+KEYS = ("format", "kind", "ctcbench", "backend_versions", "rows")  # what save_baseline writes
 BLOCK = 4096
 WEIGHTS = np.random.default_rng(20261202).standard_normal((8, BLOCK))  # fixed: part of FORMAT
 
@@ -65,15 +66,38 @@ def save_baseline(rows, path, *, backend_versions: dict) -> int:
 
 def load_baseline(path, option: str = "--baseline") -> dict:
     """The baseline in ``path``; one error naming ``option`` for a file that is not one."""
-    try:
-        data = json.loads(read_text(Path(path), option))
-    except json.JSONDecodeError as exc:
-        fail(option, "a baseline file (JSON)", f"{path}: {exc}")
+    data = parse_text(read_text(Path(path), option), option, "JSON", "a baseline file (JSON)")
     if not isinstance(data, dict) or data.get("kind") != KIND:
         fail(option, "a baseline written by ctcbench compare --save-baseline", f"{path}")
     if data.get("format") != FORMAT:
         fail(option, f"a baseline of format {FORMAT}", f"format {data.get('format')!r} in {path}")
+    keys(data, f"{option} {path}", KEYS)
+    rows = data.get("rows")
+    expect(isinstance(rows, dict), f"{option} {path}: rows",
+           "a table of fingerprints keyed 'BACKEND CASE DTYPE'",
+           "nothing" if rows is None else type(rows).__name__)
+    for key, fp in rows.items():
+        _check_fingerprint(fp, f"{option} {path}: rows[{key!r}]")
     return data
+
+
+def _is_number(x) -> bool:
+    """A number as to_json writes one: an int or float, or "inf", "-inf", "nan"."""
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)
+            and (isinstance(x, float) or abs(x) < 2**1023)) or x in ("inf", "-inf", "nan")
+
+
+def _check_fingerprint(fp, where: str) -> None:
+    """A saved row as :func:`fingerprint` writes it, or one error naming the row and key."""
+    expect(isinstance(fp, dict) and set(fp) == {"loss", "grad", "problems"}, where,
+           "a table with the keys grad, loss, problems",
+           sorted(fp) if isinstance(fp, dict) else repr(fp)[:80])
+    for key in ("loss", "grad"):
+        expect(isinstance(fp[key], list) and all(
+            isinstance(v, list) and all(_is_number(x) for x in v) for v in fp[key]),
+            f"{where}.{key}", "a list of lists of numbers (one per variant)", repr(fp[key])[:80])
+    expect(isinstance(fp["problems"], str), f"{where}.problems", "a digest (a string)",
+           repr(fp["problems"])[:80])
 
 
 def _number(x) -> float:

@@ -28,9 +28,9 @@ def save_checkpoint(path: Path, *, cfg, model, opt, sched, step: int, extra: dic
 
 def load_checkpoint(path: str | Path) -> dict:
     """A checkpoint written by ``train_run``; loaded with ``weights_only=True``."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint: expected an existing file, got {str(path)!r}")
+    given, path = str(path), Path(path)
+    if not given or not path.is_file():
+        raise FileNotFoundError(f"checkpoint: expected an existing file, got {given!r}")
     expected = f"checkpoint: expected a checkpoint.pt written by `ctcbench convergence`, got {str(path)!r}"
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ctcbench.cli_options import format_option, out_options
-from ctcbench.cli_types import Number, OneOf
+from ctcbench.cli_types import Number, OneOf, Path
 from ctcbench.cluster import EXECUTORS
 from ctcbench.convergence.datacache import DEFAULT_CACHE_DIR
 from ctcbench.convergence.options import config_option, run_settings
@@ -17,7 +17,7 @@ from ctcbench.settings import SettingsCommand, command_line_settings
 @click.command(cls=SettingsCommand, settings=run_settings, extra=config_option)  # made on first use
 @click.option("--jobs", type=Number(int), default=None, help="Parallel runs [default: min(2, CPUs)].")
 @out_options("convergence", resume_note=" (its stored config is used)")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=str(DEFAULT_CACHE_DIR),
+@click.option("--cache-dir", type=Path(file_okay=False), default=str(DEFAULT_CACHE_DIR),
               show_default=True, help="Where rendered data pools are cached.")
 @click.option("--executor", type=OneOf(EXECUTORS), default="local",
               show_default=True, help="Where runs execute: local worker processes, or a Dask "
@@ -67,9 +67,9 @@ def convergence(ctx, jobs, out, resume, cache_dir, executor, scheduler, tensorbo
 
 
 @click.command()
-@click.option("--checkpoint", required=True, type=click.Path(dir_okay=False),
+@click.option("--checkpoint", required=True, type=Path(dir_okay=False),
               help="checkpoint.pt written by `ctcbench convergence`.")
-@click.argument("images", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("images", nargs=-1, required=True, type=Path(dir_okay=False))
 @click.option("--beam", type=Number(int), default=0, show_default=True,
               help="Prefix beam search width (0 = greedy).")
 @format_option("table", "json")

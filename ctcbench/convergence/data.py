@@ -35,8 +35,10 @@ class DataConfig:
     kind: str = setting("lines", "Synthetic font lines, captchas, or load_digits lines.",
                         choices=lambda: DATASETS, option="--data")
     charset: str = setting("0123456789", "Characters the lines are drawn from.",
-                           check=(lambda v: len(v) > 0 and len(set(v)) == len(v),
-                                  "a non-empty string of distinct characters"))
+                           check=(lambda v: len(v) > 0 and len(set(v)) == len(v)
+                                  and v.isprintable() and not any(c.isspace() for c in v),
+                                  "a non-empty string of distinct characters, printable "
+                                  "and no spaces"))
     min_len: int = setting(4, "Shortest line, in characters.", check=at_least(1))
     max_len: int = setting(8, "Longest line, in characters.", check=at_least(1))
     height: int = setting(32, "Line image height in pixels.",

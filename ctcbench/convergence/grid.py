@@ -15,14 +15,13 @@ Folder layout (``reports/convergence-<stamp>/``)::
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
-from ctcbench.errors import UnknownName
+from ctcbench.errors import UnknownName, fail
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.datacache import check_cache_dir
@@ -31,6 +30,7 @@ from ctcbench.convergence.curve import CURVE_FLOATS
 from ctcbench.convergence.train import TrainConfig, check_fits
 from ctcbench.convergence.verdicts import write_verdicts
 from ctcbench.convergence.kind import KIND, SUMMARY_FLOATS
+from ctcbench.runs.kinds import read_object
 from ctcbench.runs.store import RowLog, RunResult, check_out, open_run
 from ctcbench.files import to_json
 
@@ -154,8 +154,12 @@ def _train_all(run, configs, base, *, total, done_steps, jobs, cache_dir, resume
 def load_curves(run_dir: Path, names) -> pd.DataFrame:
     frames = []
     for name in names:
-        rows = RowLog(run_dir / "runs" / name / "curve.jsonl").rows(floats=CURVE_FLOATS)
-        cfg = json.loads((run_dir / "runs" / name / "config.json").read_text())
+        path = run_dir / "runs" / name / "curve.jsonl"
+        rows = RowLog(path).rows(floats=CURVE_FLOATS)
+        if not rows:  # a finished run's curve emptied: nothing to plot or tabulate
+            fail(str(path), f"the curve of the finished run {name!r}", "no rows")
+        cfg = read_object(run_dir / "runs" / name / "config.json", "a training run's config",
+                          keys=("optimizer", "lr", "seed", "model"))
         df = pd.DataFrame(rows)
         df.insert(0, "run", name)
         for k in ("optimizer", "lr", "seed"):

@@ -22,7 +22,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ctcbench.settings import at_least, setting
+from ctcbench.settings import setting
+
+
+# a size of a model's layers: small models (a CPU harness), and never one whose weights cannot be
+# allocated (a typo such as channels = 10**9 is refused before torch is asked for 72 TB)
+SIZES = (lambda v: 1 <= v <= 1024, "an integer in [1, 1024]")
+CHANNELS = (lambda v: 1 <= v <= 256, "an integer in [1, 256] (later blocks double it)")
 
 
 @dataclass
@@ -36,10 +42,10 @@ class ModelConfig:
     max_len: int = setting(8, "follows the data; only the per-position model uses it", derived=True)
     batchnorm: bool = setting(False, "BatchNorm after every conv layer (all models).")
     channels: int = setting(16, "Width of the first conv block, later blocks double it "
-                            "(32 = the ~640k-parameter CRNN).", check=at_least(1))
-    hidden: int = setting(128, "LSTM size per direction.", check=at_least(1))
-    window: int = setting(16, "linecnn window width in pixels.", check=at_least(1))
-    stride: int = setting(4, "linecnn window stride in pixels.", check=at_least(1))
+                            "(32 = the ~640k-parameter CRNN).", check=CHANNELS)
+    hidden: int = setting(128, "LSTM size per direction.", check=SIZES)
+    window: int = setting(16, "linecnn window width in pixels.", check=SIZES)
+    stride: int = setting(4, "linecnn window stride in pixels.", check=SIZES)
 
 
 def _conv(cin: int, cout: int, bn: bool, stride=1) -> nn.Sequential:

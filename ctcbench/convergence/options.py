@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from ctcbench import settings
+from ctcbench.cli_types import Path
 
 
 def run_settings():
@@ -26,7 +27,7 @@ def config_option() -> list[click.Option]:
         table, _, key = s.key.rpartition(".")
         tables.setdefault(table, []).append(key)
     keys = "; ".join(f"[{t}] " * bool(t) + ", ".join(k) for t, k in tables.items())
-    return [click.Option(["--config", "config_file"], type=click.Path(dir_okay=False),
+    return [click.Option(["--config", "config_file"], type=Path(dir_okay=False),
                          default=None, metavar="FILE.toml",
                          help=f"Settings from a TOML file (example above); options given on "
                               f"the command line override it. Keys: {keys}.")]

@@ -3,7 +3,6 @@
 relative links to the checkpoints. Reads ``runs/*/`` so an interrupted grid reports too."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -24,14 +23,22 @@ def group_label(model, optimizer, lr) -> str:
 def _run(folder: Path) -> tuple[dict, pd.DataFrame] | None:
     """(summary row, curve) of one run folder; None when it has not logged an eval yet."""
     from ctcbench.convergence.train import CURVE_FLOATS, summarize
+    from ctcbench.convergence.kind import SUMMARY_FLOATS
+    from ctcbench.errors import fail
+    from ctcbench.runs.kinds import read_object
     from ctcbench.runs.store import RowLog
     rows = RowLog(folder / "curve.jsonl").rows(floats=CURVE_FLOATS)
     if not rows or not (folder / "config.json").is_file():
         return None
-    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    cfg = read_object(folder / "config.json", "a training run's config")
     finished = (folder / "summary.json").is_file()
-    row = (json.loads((folder / "summary.json").read_text(encoding="utf-8")) if finished
-           else summarize(rows))
+    row = (read_object(folder / "summary.json", "a training run's summary",
+                       keys=tuple(summarize(rows))) if finished else summarize(rows))
+    for key in SUMMARY_FLOATS:  # "nan"/"inf" as to_json spells them, or null
+        value = row.get(key)
+        if isinstance(value, bool) or not (value is None or isinstance(value, (int, float))
+                                           or value in ("inf", "-inf", "nan")):
+            fail(f"{folder / 'summary.json'}: {key}", "a number or null", repr(value)[:60])
     row.update(run=folder.name, optimizer=cfg.get("optimizer"), lr=cfg.get("lr"),
                seed=cfg.get("seed"), model=(cfg.get("model") or {}).get("name"),
                finished=finished)

@@ -54,7 +54,7 @@ def _decoder_sheet(decoders, fmt, given) -> None:
     from ctcbench.runtime.decoders import check_decoder_names
     from ctcbench.runtime.protocol import BackendUnavailable
     for option in [o for o, v in given if v]:
-        raise click.UsageError(f"--decoder: expected it without {option}")
+        raise click.UsageError(f"--decoder: expected it without {option}, got {option} too")
     names = expand(decoders)
     check_decoder_names(names, "--decoder")
     from ctcbench.progress import Progress

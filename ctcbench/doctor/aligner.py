@@ -27,7 +27,7 @@ from ctcbench.core.arrays import to_numpy
 from ctcbench.core.layouts import LAYOUTS
 from ctcbench.doctor.config import DEFAULTS
 from ctcbench.doctor.decoder import _log_probs
-from ctcbench.errors import expect
+from ctcbench.errors import InputError, expect, fail
 from ctcbench.runtime.protocol import BackendCrashed, BackendTimeout
 
 
@@ -112,6 +112,14 @@ def check_aligner(fn, values, targets, lengths=None, target_lengths=None, *, bla
                             "path": None if raised else list(got[0]),
                             "raised": f"{type(got).__name__}: {got}"[:300] if raised else None,
                             "refused": raised and not found, "fault": fault})
+    except BackendTimeout as exc:  # a hang: stopped at its timeout_s, said in one line
+        fail(option, f"an aligner that answers within {exc.timeout_s:g} s (its timeout_s)",
+             f"no answer from {fn} on sample {n} (T={len(sample)}); it was stopped")
+    except TypeError as exc:  # the contract's complaint about what the aligner returned
+        owner = getattr(align, "__self__", None)
+        if owner is None or not broke_contract(exc, owner.name):
+            raise
+        raise InputError(option, f"{str(exc).partition(': ')[2]} (from {owner.name})") from None
     finally:
         close()
     findings = [f"{kind_of} in {count} of {N} samples (first: sample {first[kind_of][0]}, "

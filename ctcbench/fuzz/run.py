@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ctcbench.cluster import check_executor
-from ctcbench.errors import expect
+from ctcbench.errors import InputError, expect
 from ctcbench.fuzz.campaign import campaign
 from ctcbench.fuzz.config import DEFAULT_DTYPES, FUZZ_DTYPES, FuzzSettings
 from ctcbench.fuzz.kind import KIND
@@ -122,6 +122,8 @@ def _loaded(name: str, option: str):
     """The backend ``name``; one that cannot run here is an error naming ``option``."""
     try:
         return get_backend(name)
+    except InputError as exc:  # an unknown name: said as the option that gave it
+        raise type(exc)(option, exc.problem) from None
     except BackendUnavailable as exc:
         raise ValueError(f"{option}: {name!r} cannot run here: {exc}") from None
 

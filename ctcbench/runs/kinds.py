@@ -11,6 +11,7 @@ from enum import Enum
 from pathlib import Path
 
 from ctcbench.errors import fail
+from ctcbench.files import parse_text, read_text
 
 META, ROWS = "meta.json", "rows.jsonl"
 STATUS_LIKE = re.compile(r"(^|_)status$")  # columns a kind must declare: status, past_status
@@ -138,25 +139,57 @@ def read_meta(run_dir: Path) -> dict | None:
     path = Path(run_dir) / META
     if not path.is_file():
         return None
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: expected the JSON a ctcbench run writes, got {exc}") from None
-    if not isinstance(meta, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    meta = read_object(path)
+    for key, kind, words in (("kind", str, "a string"), ("config", dict, "an object"),
+                             ("environment", dict, "an object")):
+        if key in meta and not isinstance(meta[key], kind):
+            fail(f"{path}: {key}", words, json.dumps(meta[key])[:60])
     return meta
+
+
+def read_object(path: Path, expected: str = "the JSON a ctcbench run writes",
+                keys=()) -> dict:
+    """A JSON file of a run folder that holds one object (``meta.json``, a training run's
+    ``config.json``) with ``keys`` among its own; one ValueError naming the file when it is
+    not text, not JSON, not an object or short of a key."""
+    path = Path(path)
+    data = parse_text(read_text(path, str(path)), str(path), "JSON", expected)
+    if not isinstance(data, dict):
+        words = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+        got = "null" if data is None else f"{words[type(data)]} {json.dumps(data)[:60]}"
+        raise ValueError(f"{path}: expected a JSON object, got {got}")
+    missing = [k for k in keys if k not in data]
+    if missing:
+        fail(str(path), f"{expected} with keys {', '.join(keys)}", f"no {', '.join(missing)}")
+    return data
+
+
+def row_of(line: bytes) -> dict | None:
+    """The row one line of a row log holds, or None when it holds no JSON object (torn,
+    damaged, nested past what the parser reads)."""
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def read_bytes(path: Path) -> bytes:
+    """A run folder file's bytes, or one ValueError naming it (a folder in its place, no
+    permission)."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        fail(str(path), "a readable file", exc.strerror or type(exc).__name__)
 
 
 def _first_row(run_dir: Path) -> dict:
     path = Path(run_dir) / ROWS
     if not path.is_file():
         return {}
-    for line in path.read_bytes().splitlines():
-        try:
-            row = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            continue
-        if isinstance(row, dict):
+    for line in read_bytes(path).split(b"\n"):
+        row = row_of(line)
+        if row is not None:
             return row
     return {}
 
@@ -189,8 +222,9 @@ def identify(run_dir: Path, kinds: dict[str, RunKind], *, what: str = "RUN_DIR"
         raise ValueError(f"{what}: expected a ctcbench run folder (meta.json naming its kind, "
                          f"or rows.jsonl), got {str(run_dir)!r}, which holds neither")
     if name not in kinds:
-        raise ValueError(f"{what}: {str(run_dir)!r} holds a run of kind {name!r}; this "
-                         f"ctcbench knows {', '.join(kinds)}")
+        raise ValueError(f"{what}: expected a run of a kind this ctcbench knows "
+                         f"({', '.join(kinds)}), got {str(run_dir)!r}, which holds a run of "
+                         f"kind {name!r}")
     kind = kinds[name]
     check_format(run_dir, kind, meta, what=what)
     return kind, meta or {}
@@ -201,6 +235,7 @@ def check_format(run_dir: Path, kind: RunKind, meta: dict | None, *, what: str) 
     found = (meta or {}).get("row_format", 1)  # folders from before formats were recorded: 1
     if found != kind.row_format:
         newer = isinstance(found, int) and found > kind.row_format
-        raise ValueError(f"{what}: {str(run_dir)!r} holds {kind.name} rows of format "
-                         f"{found!r}; this ctcbench reads format {kind.row_format} only"
+        raise ValueError(f"{what}: expected {kind.name} rows of format {kind.row_format}, the "
+                         f"one this ctcbench reads, got {str(run_dir)!r}, which holds format "
+                         f"{found!r}"
                          + (" (the folder was written by a newer ctcbench)" if newer else ""))

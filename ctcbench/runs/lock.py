@@ -70,7 +70,8 @@ class RunLock:
             except BlockingIOError:
                 holder = _read_holder(fd)
                 os.close(fd)
-                raise ValueError(f"--out: run folder {str(self.path.parent)!r} is in use by "
+                raise ValueError(f"--out: expected a run folder no other process is writing, "
+                                 f"got {str(self.path.parent)!r}, which is in use by "
                                  f"{describe_holder(holder)}; wait for it to finish or choose "
                                  f"another folder") from None
             # a holder that ended cleanly unlinked the file we opened: lock the new one

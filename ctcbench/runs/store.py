@@ -17,7 +17,6 @@ writing is refused naming that process.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -28,7 +27,8 @@ import pandas as pd
 from ctcbench.environment import environment
 from ctcbench.errors import fail
 from ctcbench.files import atomic_write, to_json
-from ctcbench.runs.kinds import META, ROWS, RunKind, check_format, read_meta, recorded_kind
+from ctcbench.runs.kinds import (META, ROWS, RunKind, check_format, read_bytes, read_meta,
+                                 recorded_kind, row_of)
 from ctcbench.runs.lock import RunLock, describe_holder
 
 DEFAULT_REPORTS = Path("reports")
@@ -51,13 +51,15 @@ class RunResult:
     files: list[Path] = field(default_factory=list)
 
 
-def _row(line: bytes):
-    """The row one log line holds, or None when the line is not a JSON object."""
-    try:
-        row = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return row if isinstance(row, dict) else None
+_SAID: set = set()  # the unreadable lines said already by this process, said once each
+
+
+def _say_skipped(path: Path, number: int, size: int) -> None:
+    """A note on stderr, once, that line ``number`` of the log ``path`` holds no row."""
+    if (str(path), number, size) not in _SAID:
+        _SAID.add((str(path), number, size))
+        print(f"note: {path} line {number}: skipped (not a JSON row); its row counts as not "
+              f"done", file=sys.stderr)
 
 
 class RowLog:
@@ -82,10 +84,15 @@ class RowLog:
         "-inf" and "nan" that ``to_json`` wrote are floats again, as in a fresh row."""
         if not self.path.exists():
             return []
-        rows = []
-        for line in self.path.read_bytes().splitlines():
-            row = _row(line)
-            if row is None:  # only a torn line left by a run killed mid-write
+        data = read_bytes(self.path)
+        rows, lines = [], data.split(b"\n")
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            row = row_of(line)
+            if row is None:  # a damaged line is said; a torn end is what a kill leaves
+                if number < len(lines):
+                    _say_skipped(self.path, number, len(data))
                 continue
             for key in floats:
                 if row.get(key) in ("inf", "-inf", "nan"):
@@ -99,14 +106,14 @@ class RowLog:
         A torn end is truncated away; bad lines inside are removed by rewriting the file."""
         if not self.path.exists():
             return []
-        data = self.path.read_bytes()
+        data = read_bytes(self.path)
         good, notes, cut, pos, inside = [], [], 0, 0, False
         for i, line in enumerate(data.split(b"\n")):
             complete = pos + len(line) < len(data)  # a newline ends it
             pos += len(line) + complete
             if not line.strip():
                 continue
-            if complete and _row(line) is not None:
+            if complete and row_of(line) is not None:
                 good.append(line)
                 inside, cut = inside or bool(notes), pos  # the file is sound up to ``cut``
                 continue
@@ -168,8 +175,15 @@ class RunFolder:
         self.close()
 
 
+def _a(word: str) -> str:
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 def run_folder_path(kind: str, out=None) -> Path:
-    """``out``, or ``reports/<kind>-<UTC time>`` when it is ``None``."""
+    """``out``, or ``reports/<kind>-<UTC time>`` when it is ``None``; an empty ``out`` (the
+    current folder to the OS) is refused."""
+    if out is not None and not str(out).strip():
+        fail("--out", "a folder path", repr(str(out)))
     if out is None:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
         return DEFAULT_REPORTS / f"{kind}-{stamp}"
@@ -199,16 +213,20 @@ def check_out(kind: RunKind, out=None, *, resume: bool = False) -> Path:
     has_run = meta is not None or bool(RowLog(path / ROWS).rows())
     found = recorded_kind(path, meta, [kind]) if has_run else None
     if has_run and found is None:
-        raise ValueError(f"--out: {str(path)!r} holds a run of unknown kind (meta.json names "
+        raise ValueError(f"--out: expected a folder of {_a(kind.name)} run or none, got "
+                         f"{str(path)!r}, which holds a run of unknown kind (meta.json names "
                          f"none); `ctcbench {kind.name}` will not write into it")
     if has_run and found != kind.name:
-        raise ValueError(f"--out: {str(path)!r} holds a {found} run; `ctcbench {kind.name}` "
-                         f"does not {'resume' if resume else 'write into'} a {found} run folder")
+        raise ValueError(f"--out: expected a folder of {_a(kind.name)} run or none, got "
+                         f"{str(path)!r}, which holds {_a(found)} run; `ctcbench {kind.name}` "
+                         f"does not {'resume' if resume else 'write into'} {_a(found)} run "
+                         f"folder")
     if has_run:
         check_format(path, kind, meta, what="--out")
     if has_run and not resume:
-        raise ValueError(f"--out: {str(path)!r} already holds a {found} run; pass --resume "
-                         f"to continue it, or choose another folder")
+        raise ValueError(f"--out: expected a new or empty folder, got {str(path)!r}, which "
+                         f"already holds {_a(found)} run; pass --resume to continue it, or "
+                         f"choose another folder")
     if resume and not has_run:
         raise ValueError(f"--resume: expected a {kind.name} run folder to continue, got "
                          f"{str(path)!r} (no meta.json and no rows)")
@@ -233,13 +251,14 @@ def open_run(kind: RunKind, out=None, *, resume: bool = False,
     lock = RunLock(path, command=command).acquire()  # one writer; then check what is there
     try:
         check_out(kind, path, resume=resume)
-    except BaseException:
+        run = RunFolder(path, kind, lock, read_meta(path))
+        notes = run.log.repair()  # a new run too: never append onto a torn line
+    except BaseException:  # refused: the folder is left as it was, unlocked
         lock.release()
         raise
-    run = RunFolder(path, kind, lock, read_meta(path))
     if lock.taken_over:
         print(f"note: {path}: took over the lock of {describe_holder(lock.taken_over)}, "
               f"which ended without releasing it", file=sys.stderr)
-    for note in run.log.repair():  # a new run too: never append onto a torn line
+    for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return run

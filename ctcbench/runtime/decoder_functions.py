@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 import importlib.util
 import inspect
 
@@ -121,11 +122,14 @@ def _traits(target: str, role: str, described: dict, score) -> dict:
     for key, value in declared.items():
         where = f"{target}.{key}"
         if key == "timeout_s":
-            expect(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
-                   where, "a positive number of seconds", repr(value))
+            expect(isinstance(value, (int, float)) and not isinstance(value, bool)
+                   and 0 < value < math.inf, where, "a positive finite number of seconds",
+                   repr(value))
         elif key == "exact_beam":
             expect(isinstance(value, bool), where, "True or False", repr(value))
-        else:
+        else:  # a word: a number or a list is refused here, not iterated
+            expect(isinstance(value, str), where, f"one of {', '.join(DECLARED[key])}",
+                   repr(value))
             one_of(where, value, DECLARED[key])
     if score is not None and "score" in declared and declared["score"] != score:
         fail("--score", f"the score {target} declares ({declared['score']!r}), or no --score",

@@ -41,7 +41,8 @@ import numpy as np
 from ctcbench.core.ctcmath import log_softmax, paths_collapsing_to
 from ctcbench.core.problem import FLOAT_DTYPES, CTCProblem
 from ctcbench.errors import InputError, fail
-from ctcbench.runtime.function_calls import CALLS, Call, CallMismatch, as_dtype, shape_of
+from ctcbench.runtime.function_calls import (CALLS, Call, CallMismatch, as_dtype, kind_of,
+                                             shape_of)
 from ctcbench.runtime.protocol import BackendResult, UnsupportedProblem
 
 OPTION = "--function"
@@ -156,7 +157,7 @@ def per_sample_loss(value, N: int, target: str, *, reduced: bool):
                            f"({', '.join(shapes)})", f"{which}; {want}")
     shape = getattr(value, "shape", None)
     if shape is None:
-        raise CallMismatch(target, type(value).__name__, f"return an array; {want}")
+        raise CallMismatch(target, kind_of(value), f"return an array; {want}")
     shape = tuple(shape)
     if shape == (N,):
         return value

@@ -23,9 +23,15 @@ class CallMismatch(ValueError):
         return type(self), (str(self).partition(" returned ")[0], self.what, self.fix)
 
 
+def kind_of(value) -> str:
+    """What a function returned, in words: ``None`` (not Python's ``NoneType``), else its
+    type's name."""
+    return "None" if value is None else type(value).__name__
+
+
 def shape_of(value) -> str:
     shape = getattr(value, "shape", None)
-    return f"shape {tuple(shape)}" if shape is not None else type(value).__name__
+    return f"shape {tuple(shape)}" if shape is not None else kind_of(value)
 
 @dataclass(frozen=True)
 class Call:
@@ -79,7 +85,7 @@ class _Torch:
         args = [torch.as_tensor(x, device=b.device) for x in (call.targets(), *call.lengths())]
         loss = b.checked_loss(b.fn(scores, *args, **call.kwargs), len(call.w), call.reduced)
         if not isinstance(loss, torch.Tensor):
-            raise CallMismatch(b.target, type(loss).__name__, "return a torch tensor, the "
+            raise CallMismatch(b.target, kind_of(loss), "return a torch tensor, the "
                                "loss of the log-probs it was handed")
         if loss.requires_grad:
             (loss * torch.as_tensor(call.w, dtype=loss.dtype, device=loss.device)).sum().backward()
@@ -193,7 +199,7 @@ class _Numpy:
         out = b.fn(np.array(p.logits), call.targets(), *call.lengths(), **call.kwargs)
         if not (isinstance(out, tuple) and len(out) == 2):
             what = (f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list))
-                    else f"{type(out).__name__} ({shape_of(out)})")
+                    else f"{kind_of(out)} ({shape_of(out)})")
             raise CallMismatch(b.target, what, "return (loss (N,), grad (T, N, C)), as the "
                                "numpy convention wants")
         loss = b.checked_loss(np.asarray(out[0], np.float64), len(call.w))

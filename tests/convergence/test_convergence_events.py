@@ -93,5 +93,5 @@ def test_a_file_in_the_way_is_an_error_before_training(tmp_path):
     """--tensorboard naming an existing file is a usage error naming the option, before training."""
     (tmp_path / "board").write_text("")
     res = _run(tmp_path, "--out", str(tmp_path / "x"), "--tensorboard", str(tmp_path / "board"))
-    assert res.exit_code == 2 and "--tensorboard:" in res.output and "is a file" in res.output
+    assert res.exit_code == 2 and "--tensorboard:" in res.output and "expected a folder" in res.output and "(a file)" in res.output
     assert not (tmp_path / "x").exists()

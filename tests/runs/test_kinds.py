@@ -55,11 +55,13 @@ def test_report_refuses_in_one_line(odd_folders, which):
     path = odd_folders[which]
     line = one_line_error("report", str(path))
     assert str(path) in line
-    expected = {"foreign": "holds a run of kind 'profile'; this ctcbench knows",
-                "future": "holds bench rows of format 999; this ctcbench reads format 1 only "
-                          "(the folder was written by a newer ctcbench)",
+    expected = {"foreign": "expected a run of a kind this ctcbench knows",
+                "future": "expected bench rows of format 1, the one this ctcbench reads, got",
                 "hand-made": "expected a ctcbench run folder"}[which]
     assert expected in line
+    assert {"foreign": "which holds a run of kind 'profile'",
+            "future": "which holds format 999 (the folder was written by a newer ctcbench)",
+            "hand-made": "which holds neither"}[which] in line
 
 
 @pytest.mark.parametrize("command", DRIVERS)

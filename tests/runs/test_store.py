@@ -127,7 +127,8 @@ def test_an_existing_run_without_resume_is_refused_and_left_intact(tmp_path):
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.name != "run.lock"}
     again = invoke(*args)
     assert again.returncode == 1
-    assert f"Error: --out: {str(out)!r} already holds a compare run; pass --resume" in again.stderr
+    assert (f"Error: --out: expected a new or empty folder, got {str(out)!r}, which already "
+            f"holds a compare run; pass --resume") in again.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != "run.lock"} == before
 
 
@@ -161,7 +162,7 @@ def test_a_folder_of_another_kind_is_refused_naming_both(tmp_path, kind, command
         res = invoke(command, *extra, "--out", str(folder), *flags)
         assert res.returncode == 1, res.stderr
         [line] = res.stderr.strip().splitlines()
-        assert f"{str(folder)!r} holds a {kind} run; `ctcbench {command}`" in line
+        assert f"got {str(folder)!r}, which holds a {kind} run; `ctcbench {command}`" in line
     assert lines(folder / "rows.jsonl") == ['{"backend": "numpy"}']
 
 
@@ -170,8 +171,9 @@ def test_an_unreadable_row_format_is_refused(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "meta.json").write_text('{"kind": "bench", "row_format": 99, "config": {}}')
-    with pytest.raises(ValueError, match=r"holds bench rows of format 99; this ctcbench reads "
-                                         r"format 1 only \(the folder was written by a newer"):
+    with pytest.raises(ValueError, match=r"expected bench rows of format 1, the one this "
+                                         r"ctcbench reads, got .*, which holds format 99 "
+                                         r"\(the folder was written by a newer"):
         open_run(BENCH, folder, resume=True)
 
 
@@ -201,8 +203,8 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
                         "--out", str(out), "--resume")
         assert first.poll() is None, "the first run ended before the second one started"
         assert second.returncode == 1
-        assert (f"--out: run folder {str(out)!r} is in use by pid {first.pid} on host"
-                in second.stderr)
+        assert (f"--out: expected a run folder no other process is writing, got {str(out)!r}, "
+                f"which is in use by pid {first.pid} on host" in second.stderr)
         stdout, _ = first.communicate(timeout=600)
     finally:
         if first.poll() is None:
