@@ -42,8 +42,9 @@ def test_quick_start_has_the_two_commands_ci_relies_on():
     assert len(commands) == 2, commands
     main_job, tests = (shlex.split(c) for c in commands)
     assert main_job[-2:] == [".venv/bin/ctcbench", "compare"]
-    assert tests[-3:] == [".venv/bin/python", "-m", "pytest"]
+    assert tests[-5:] == [".venv/bin/python", "-m", "pytest", "-n", "auto"]
     ci = (ROOT / ".ci" / "run").read_text()
+    assert ".venv/bin/python -m pytest -n auto\n" in ci  # CI runs the README's test command
     pin = re.search(r"torch==[\d.]+", ci).group(0)
     assert all(pin in c for c in commands), (pin, commands)
     pyproject = (ROOT / "pyproject.toml").read_text()
@@ -268,6 +269,13 @@ def needs(ex: Example, register_backends) -> None:
         elif name in infos and not infos[name].available:
             info = infos[name]
             pytest.skip(f"needs backend {name}: {info.reason} ({info.hint})")
+    for target in ex.options("--decoder") + ex.options("--aligner"):
+        for module in FUNCTION_NEEDS.get(target, ()):
+            pytest.importorskip(module)
+
+
+# the docs' user functions that wrap a third-party package ([decoders] extra)
+FUNCTION_NEEDS = {"tests.decoding.user_functions:ctc_segmentation_align": ("ctc_segmentation",)}
 
 
 EXAMPLES = examples()

@@ -154,6 +154,7 @@ def test_a_keras_convention_function_is_read_off_and_checked(tmp_path, in_implem
     assert {r["status"] for r in rows_of(res, "keras_ctc:ctc_loss")} == {"ok"}
 
 
+@pytest.mark.long
 def test_datasheet_measures_a_function_and_finds_the_planted_bug(tmp_path, in_implementations):
     """The precision stage, against the float64 reference, finds the loss that skipping repeats
     gets wrong; the worst case is written under a file name without the ':' of the target."""

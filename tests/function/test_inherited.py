@@ -114,6 +114,7 @@ def test_the_assert_accepts_torchs_known_issues_when_asked():
                                  dtypes=["float64"], accept_known=["torch"]) is None
 
 
+@pytest.mark.long
 def test_the_pytest_plugin_makes_them_xfail(tmp_path):
     cases = [w for c in TORCH_ISSUES for w in ("--ctcbench-case", c)]
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rxX",

@@ -1,5 +1,6 @@
 """fuzz --decoder: a planted decoder fault is found, shrunk and written as a case that compare
 replays; ctcbench's own beam search is clean on the same budget."""
+import pytest
 from click.testing import CliRunner
 
 from ctcbench.cli import cli
@@ -23,6 +24,7 @@ def test_a_planted_fault_is_found_and_replayed(tmp_path):
         unregister_decoder("no-merge-greedy")
 
 
+@pytest.mark.long
 def test_our_beam_search_is_clean(tmp_path):
     clean = fuzz(decoder="beam", budget=6, out=tmp_path / "f", progress=False)
     assert not clean.summary["found"] and clean.summary["tried"] > 20
@@ -35,6 +37,7 @@ def test_bad_options_are_one_line(tmp_path):
     assert "--decoder: expected it alone" in both.output
 
 
+@pytest.mark.long
 def test_an_aligner_function_is_fuzzed_in_its_worker(tmp_path):
     """fuzz --aligner PKG.MOD:NAME: a segfault at T == L is found as a crash, shrunk, and
     compare --aligner replays it as a crashed row."""

@@ -195,6 +195,7 @@ def test_bench_writes_its_words_and_the_store_takes_them(tmp_path, plugins):
     assert {("numpy", "ok"), ("missing-package", "skipped")} <= got, got
 
 
+@pytest.mark.long
 def test_the_datasheet_writes_each_stage_s_words_and_the_store_takes_them(tmp_path):
     """numpy's datasheet, every stage but speed, on a small budget: a row of each stage, each
     with a word of its stage's vocabulary."""

@@ -91,6 +91,7 @@ def test_hang_times_out_and_worker_restarts(rng):
     check_against_brute_force(fine, backend.run(fine))
 
 
+@pytest.mark.long
 def test_a_call_s_own_timeout_overrides_the_trait_for_that_call_only(rng):
     """run(timeout_s=1) gives up after 1 s, not the trait's 3; the next call has the trait."""
     fine, fatal = _problems(rng)
