@@ -10,10 +10,8 @@ tried: its surface, a tab, and the error line it got (empty for a result).
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -86,18 +84,10 @@ def check_cli(result, what: str = "", *, ok=(0, 1)) -> str | None:
     return check_message(errors[0].removeprefix("Error: "), what)
 
 
-@contextlib.contextmanager
 def bounded(seconds: float = HANG_S, what: str = ""):
     """Fail with a Finding when the block runs past ``seconds`` (SIGALRM: main thread only)."""
-    def alarm(signum, frame):
-        raise Finding(f"{what}: no answer within {seconds} s (a hang)")
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    from .strategies_cli import bounded as alarm
+    return alarm(seconds, Finding(f"{what}: no answer within {seconds} s (a hang)"))
 
 
 class Oracle:

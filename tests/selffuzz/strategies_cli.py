@@ -152,10 +152,10 @@ class Outcome:
 
 
 @contextlib.contextmanager
-def bounded(seconds: float):
-    """Raise ``Hang`` in this (main) thread after ``seconds``."""
+def bounded(seconds: float, error: Exception | None = None):
+    """Raise ``error`` (default: ``Hang``) in this (main) thread after ``seconds`` (SIGALRM)."""
     def ring(signum, frame):
-        raise Hang(f"past {seconds:g} s")
+        raise error if error is not None else Hang(f"past {seconds:g} s")
     old = signal.signal(signal.SIGALRM, ring)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
