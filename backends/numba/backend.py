@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctcbench.backends.numba.reuse import GRADIENTS
 from ctcbench.core.memory import require_memory
 from ctcbench.core.problem import CTCProblem
 from ctcbench.progress import said_if_slow
@@ -189,6 +190,7 @@ class NumbaBackend:
             raise BackendUnavailable("numba is not installed", INSTALL_HINT)
         self.compute_dtype = compute_dtype
         self.compile_seconds: dict[str, float] = {}
+        self._gradients = GRADIENTS  # gradients the callers have let go of (reuse.py)
 
     def compile_ahead(self) -> str | None:
         """:func:`compile_ahead` for this backend's compute dtype (see ``compare``)."""
@@ -204,6 +206,7 @@ class NumbaBackend:
 
         T, N, C, L = problem.shape
         threads, note = thread_count(numba)
+        self._gradients.release((T, N, C), grad_dtype)  # other shapes' memory, before the check
         require_memory(T, N, C, L, need=estimate_bytes(T, N, C, L, threads))
         # Logits are widened exactly up front, to float64 for the default kernel (one
         # specialisation for compare and bench: a second cost 12 s of cold compile), to
@@ -243,10 +246,10 @@ class NumbaBackend:
         return kernel, args, threads, notes
 
     def _launch(self, kernel, args, threads, T, N, C, grad_dtype: str):
-        """One call of the kernel into fresh outputs: ``(loss (N,), grad (T, N, C), path (N,),
-        threads used)``."""
+        """One call of the kernel into new outputs (the gradient one no caller holds any
+        more, where there is one): ``(loss (N,), grad (T, N, C), path (N,), threads used)``."""
         loss = np.empty(N)  # (N,)
-        grad = np.empty((T, N, C), dtype=grad_dtype)  # (T, N, C); all written
+        grad = self._gradients.empty((T, N, C), grad_dtype)  # (T, N, C); all written
         from ctcbench.backends.numba.kernels import SamplePath
         path = np.full(N, SamplePath.SKIPPED, dtype=np.int8)  # (N,) the path of each sample
         if T > 0:
@@ -293,7 +296,7 @@ class NumbaBackend:
 
     def kernel(self, problem: CTCProblem):
         """What `bench` times: the kernel on the problem's arrays, converted, checked and
-        compiled for once here (as a training step holds its tensors), into fresh outputs per
+        compiled for once here (as a training step holds its tensors), into new outputs per
         call, as ``run`` does; returns ``(loss (N,), grad (T, N, C))``. ``run`` adds the
         conversions, the memory check (a read of /proc/meminfo, ~30 us) and the notes."""
         T, N, C, _ = problem.shape
