@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctcbench.runtime.sizes import DTYPES, GRIDS
+from ctcbench.runtime.timing import BETWEEN_CALLS
 from ctcbench.settings import NON_NEGATIVE_INT, at_least, setting, settings
 
 
@@ -23,6 +24,12 @@ class BenchSettings:
     dtype: str = setting("float64", "Logits dtype handed to every backend.",
                          choices=lambda: DTYPES)
     seed: int = setting(0, "Seed of every size's logits and targets.", check=NON_NEGATIVE_INT)
+    between_calls: str = setting(
+        "nothing", "What runs between two timed calls, untimed: nothing (back to back) or "
+                   "model-step (three arrays of the logits' size, 32 MiB at least, allocated, "
+                   "written and freed, as a training step's model does around the loss: fresh "
+                   "memory and cold caches for the next call). Loss backends only.",
+        choices=lambda: BETWEEN_CALLS)
 
 
 def bench_settings():

@@ -51,7 +51,8 @@ def context(run_dir: Path, meta: dict, link_base: Path) -> dict:
             "all_ok": all(r.get("status") == Status.OK for r in shown), "backends": backends,
             "scaling": bench_scaling(shown), "threads": threads,
             "settings": {k: config[k] for k in ("grid", "repeat", "warmup", "dtype", "baseline",
-                                                "reference")  # "reference": older runs' name
+                                                "reference",  # "reference": older runs' name
+                                                "between_calls")
                          if k in config}}
 
 

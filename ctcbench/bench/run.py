@@ -30,19 +30,21 @@ def records(df: pd.DataFrame) -> list[dict]:
 
 
 def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, threads,
-                 progress) -> tuple[list[dict], int]:
+                 between, progress) -> tuple[list[dict], int]:
     """Measure every (thread count, size) not done yet into the open folder ``run``;
     (rows, sizes resumed)."""
     # A size is measured for every backend at once (ratios to torch are interleaved), so it is
     # done only when each backend's row is there, none failed (that may be transient) and none
-    # is of another --repeat; the rows of a size not done are dropped and it is measured again.
+    # is of another --repeat or --between-calls; the rows of a size not done are dropped and
+    # it is measured again (rows from before --between-calls were back to back).
     def size_key(r):
         return (r.get("T"), r.get("N"), r.get("C"), r.get("L"), r.get("dtype"), r.get("threads"))
 
     good = {}
     for r in run.rows():
         good.setdefault(size_key(r), set())
-        if r.get("status") not in TRANSIENT and r.get("repeat") == repeat:
+        if (r.get("status") not in TRANSIENT and r.get("repeat") == repeat
+                and r.get("between_calls", "nothing") == between):
             good[size_key(r)].add(r.get("backend"))
     done = {k for k, names in good.items() if set(resolved) <= names}
     run.keep_rows(lambda r: size_key(r) in done)
@@ -54,7 +56,7 @@ def _measure_all(run, *, sizes, resolved, repeat, warmup, dtype, seed, config, t
             set_threads(n)  # a worker started with another count is restarted on its next call
             bar.note(f"{size.label} threads={n}")
             for row in measure_size(resolved, size, dtype=dtype, repeat=repeat, warmup=warmup,
-                                    seed=seed, threads=n):
+                                    seed=seed, threads=n, between=between):
                 run.log.append(row)
             bar.update()
     wanted = {(name, s.T, s.N, s.C, s.L, dtype, n, None) for n in threads for s in sizes
@@ -78,9 +80,10 @@ def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on
     ``options``: the fields of :class:`ctcbench.bench.config.BenchSettings`, each with its
     default and help there: ``grid``, ``repeat``, ``warmup``, ``threads`` (a count or a list
     of counts, ``[1, 2]``: one row per backend, size and count, the thread-scaling plot),
-    ``dtype``, ``seed``. ``out``: run folder (default ``reports/bench-<UTC time>``); one that
-    already holds a run is refused unless ``resume``, which keeps the sizes measured (ok, same
-    ``repeat``) and measures the rest. Returns a ``RunResult``: one row per (backend, size,
+    ``dtype``, ``seed``, ``between_calls``. ``out``: run folder (default
+    ``reports/bench-<UTC time>``); one that already holds a run is refused unless ``resume``,
+    which keeps the sizes measured (ok, same ``repeat`` and ``between_calls``) and measures
+    the rest. Returns a ``RunResult``: one row per (backend, size,
     dtype); ``summary`` holds ``regressions`` (one message per ``fail_on`` limit exceeded)
     and status counts. ``decoders``: time these decoders instead, at each of ``beams``, per
     frame and as paired ratios to ctcbench's greedy (:mod:`ctcbench.bench.decoders`; the
@@ -99,6 +102,8 @@ def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on
     if old is not None:
         check_gated(old, rules, baseline)  # a metric it cannot compare fails before any timing
     sizes = load_grid(grid)
+    expect(not decoders or s.between_calls == "nothing", "between-calls",
+           "nothing with --decoder (decoders are timed back to back)", s.between_calls)
     if decoders:
         return _bench_decoders(decoders, beams, sizes, s, out=out, resume=resume,
                                progress=progress)
@@ -108,10 +113,12 @@ def bench(*, backends=(), out=None, resume: bool = False, baseline=None, fail_on
     with open_run(KIND, out, resume=resume) as run:
         config = {"grid": grid, "sizes": [asdict(s) for s in sizes], "backends": list(resolved),
                   "repeat": repeat, "warmup": warmup, "dtype": dtype, "seed": seed,
-                  "baseline": BASELINE, **thread_info, "threads": threads}
+                  "baseline": BASELINE, **thread_info, "threads": threads,
+                  "between_calls": s.between_calls}
         rows, resumed = _measure_all(run, sizes=sizes, resolved=resolved, repeat=repeat,
                                      warmup=warmup, dtype=dtype, seed=seed, config=config,
-                                     threads=threads, progress=progress)
+                                     threads=threads, between=s.between_calls,
+                                     progress=progress)
         regressions = compare(rows, old, rules) if old is not None else []
         df = pd.DataFrame(rows, dtype=object)
         atomic_write(run.run_dir / "bench.csv", df.to_csv(index=False))

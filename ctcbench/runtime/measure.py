@@ -33,7 +33,7 @@ from ctcbench.runtime.registry import backend_names, check_backend_names, get_ba
 from ctcbench.runtime.sizes import Size, make_problem
 from ctcbench.runtime.status import Status
 from ctcbench.runtime.threads import LIBRARY_ENVS, THREADS_ENV, use_threads
-from ctcbench.runtime.timing import CallTimes, time_calls, timed
+from ctcbench.runtime.timing import CallTimes, between_calls, time_calls, timed
 
 BASELINE = "torch"  # the speed baseline: every ratio is to it, measured in the same run
 
@@ -144,8 +144,9 @@ class _Timer:
     enters the times. What is timed is :func:`ctcbench.runtime.protocol.kernel_call`: the backend's
     ``kernel`` where it has one, else ``run`` on the exact shape (no compilation buckets)."""
 
-    def __init__(self, backend, problem):
-        self.worker, self.problem = backend.worker, problem
+    def __init__(self, backend, problem, between: str = "nothing"):
+        self.worker, self.problem, self.mode = backend.worker, problem, between
+        self.between = between_calls(between, problem.logits.nbytes)  # None: back to back
         self.run = lambda: backend.impl.run(
             problem, **({"exact_shape": True} if backend.traits.takes_exact_shape else {}))
         self.call = None if self.worker is not None else kernel_call(backend.impl, problem,
@@ -154,14 +155,15 @@ class _Timer:
     def start(self, warmup: int) -> CallTimes:
         """Warm-up (the first call timed apart) and the calls-per-measurement calibration."""
         if self.worker is not None:
-            return self.worker.bench(self.problem, warmup=warmup, repeat=0)
-        return time_calls(self.call, warmup=warmup, repeat=0)
+            return self.worker.bench(self.problem, warmup=warmup, repeat=0,
+                                     between=self.mode)
+        return time_calls(self.call, warmup=warmup, repeat=0, between=self.between)
 
     def measure(self, number: int) -> float:
-        """Seconds per call over ``number`` back-to-back calls."""
+        """Seconds per call over ``number`` calls (back to back, or a model step between)."""
         if self.worker is not None:
-            return self.worker.bench(None, repeat=1, number=number).times_s[0]
-        return timed(self.call, number)
+            return self.worker.bench(None, repeat=1, number=number, between=self.mode).times_s[0]
+        return timed(self.call, number, self.between)
 
     def roundtrip(self) -> tuple[float | None, float, list[str]]:
         """One ``run`` as a driver makes it: the seconds beyond the call itself for a worker
@@ -188,12 +190,14 @@ def _failure(exc: Exception) -> dict:
 
 
 def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup: int = 1,
-                 seed: int = 0, memory: bool = True, threads: int = 1) -> list[dict]:
+                 seed: int = 0, memory: bool = True, threads: int = 1,
+                 between: str = "nothing") -> list[dict]:
     """One row per backend for one size; ``backends`` maps name -> loaded backend
     (``get_backend``) or the ``(status, reason)`` it could not be created with. ``warmup``
     calls (the first one is ``first_call_s``), one call that sets how many calls one
     measurement loops, then ``repeat`` measurements, interleaved across backends. Every
-    call is timed where the backend runs (see :class:`_Timer`); ``threads`` is recorded."""
+    call is timed where the backend runs (see :class:`_Timer`), after ``between``
+    (``timing.BETWEEN_CALLS``) outside the clock; ``threads`` and ``between`` are recorded."""
     try:
         problem = make_problem(size, dtype=dtype, seed=seed)
     except MemoryError as exc:  # a size too large for this machine: say so, go on to the next
@@ -202,13 +206,13 @@ def measure_size(backends: dict, size: Size, *, dtype: str, repeat: int, warmup:
     rows, ready, number = {}, {}, {}
     for name, backend in backends.items():
         base = {"backend": name, "threads": threads, **_size_fields(size), "dtype": dtype,
-                "repeat": repeat}
+                "repeat": repeat, "between_calls": between}
         if problem is None and not isinstance(backend, tuple):
             backend = no_problem
         if isinstance(backend, tuple):
             rows[name] = {**base, "status": backend[0], "reason": backend[1]}
             continue
-        timer = _Timer(backend, problem)
+        timer = _Timer(backend, problem, between)
         try:
             start = timer.start(warmup)
         except UnsupportedProblem as exc:

@@ -47,7 +47,7 @@ from ctcbench.runtime.protocol import (
 )
 from ctcbench.runtime.framing import pack, read_exact, unpack_arrays
 from ctcbench.runtime.threads import requested, worker_env
-from ctcbench.runtime.timing import CallTimes, time_calls
+from ctcbench.runtime.timing import CallTimes, between_calls, time_calls
 
 
 class WorkerError(RuntimeError):
@@ -144,8 +144,10 @@ def _serve(spec: str, name: str) -> int:
                     raise ValueError("bench request: expected a problem, got none sent or stored")
                 if problem is not stored or timed_call is None:
                     stored, timed_call = problem, kernel_call(impl, problem, traits)
-                times = time_calls(timed_call, warmup=header["warmup"],
-                                   repeat=header["repeat"], number=header.get("number"))
+                between = between_calls(header.get("between", "nothing"),
+                                        problem.logits.nbytes)
+                times = time_calls(timed_call, warmup=header["warmup"], repeat=header["repeat"],
+                                   number=header.get("number"), between=between)
                 send({"ok": True, **times.to_dict()})
                 continue
             t0 = time.perf_counter()
@@ -405,15 +407,16 @@ class IsolatedBackend:
         return result, wall_s, float(reply["run_s"])
 
     def bench(self, problem=None, *, warmup: int = 0, repeat: int = 1,
-              number: int | None = None) -> CallTimes:
+              number: int | None = None, between: str = "nothing") -> CallTimes:
         """Time the backend inside the worker (:func:`ctcbench.runtime.timing.time_calls` of
-        :func:`ctcbench.runtime.protocol.kernel_call`): ``problem`` is sent once and kept there;
-        ``None`` times the one sent last. The times exclude the round trip."""
+        :func:`ctcbench.runtime.protocol.kernel_call`, ``between`` calls as it names):
+        ``problem`` is sent once and kept there; ``None`` times the one sent last. The times
+        exclude the round trip."""
         if problem is not None:
             header, arrays = _problem_arrays(problem, None, op="bench")
         else:
             header, arrays = {"op": "bench"}, None
-        header.update(warmup=warmup, repeat=repeat, number=number)
+        header.update(warmup=warmup, repeat=repeat, number=number, between=between)
         calls = warmup + (number is None) + repeat * (number or 1)
         reply, _ = self._request(header, arrays, calls=max(calls, 1))
         return CallTimes(reply["first_call_s"], reply["number"], list(reply["times_s"]))

@@ -169,6 +169,12 @@ def test_run_writes_rows_as_it_goes_and_resumes(tmp_path, tiny_grid):
                   resume=True, plot=False, progress=False)
     assert third.resumed == 0  # another --repeat is measured again, not taken from the log
     assert {len(r["times_s"]) for r in records(third.rows)} == {2}
+    assert {r["between_calls"] for r in records(third.rows)} == {"nothing"}
+
+    fourth = bench(backends=["numpy"], grid=str(tiny_grid), repeat=2, out=tmp_path / "r",
+                   resume=True, plot=False, progress=False, between_calls="model-step")
+    assert fourth.resumed == 0  # nor another --between-calls
+    assert {r["between_calls"] for r in records(fourth.rows)} == {"model-step"}
 
 
 def test_set_threads_sets_torch_and_rejects_zero():

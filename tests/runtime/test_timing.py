@@ -31,3 +31,34 @@ def test_calibration_loops_fast_calls_to_about_the_minimum_measurement():
     assert out.first_call_s is None and out.number == 7 and len(calls) == 14
     with pytest.raises(ValueError, match=r"time_calls: expected warmup >= 0"):
         time_calls(lambda: None, warmup=-1)
+
+
+def test_the_work_between_calls_runs_before_each_and_stays_out_of_the_clock():
+    """A 10 ms call with 30 ms of other work before each: every measurement about 10 ms a
+    call, the other work run once before every call (warm-up and calibration included)."""
+    order = []
+
+    def between():
+        order.append("between")
+        time.sleep(0.03)
+
+    def call():
+        order.append("call")
+        time.sleep(0.01)
+    out = time_calls(call, warmup=1, repeat=2, number=2, between=between)
+    assert all(0.01 <= t < 0.025 for t in out.times_s)
+    assert order == ["call"] + ["between", "call"] * 4  # the warm-up call runs as it comes
+
+
+def test_a_model_step_allocates_writes_and_frees_three_logits_worth():
+    import resource
+
+    from ctcbench.runtime.timing import between_calls
+    assert between_calls("nothing", 10**6) is None
+    step = between_calls("model-step", 64 * 2**20)  # above the 32 MiB floor
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    step()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    assert faults >= 3 * 64 * 2**20 // (2 * 2**20)  # every page touched, huge pages at most
+    with pytest.raises(ValueError, match="between_calls: expected one of nothing, model-step"):
+        between_calls("sleep", 1)
