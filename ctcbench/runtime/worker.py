@@ -45,7 +45,13 @@ from ctcbench.runtime.protocol import (
     call_raw,
     kernel_call,
 )
-from ctcbench.runtime.framing import pack, read_exact, unpack_arrays
+from ctcbench.runtime.framing import (
+    pack,
+    problem_frame,
+    problem_from_frame,
+    read_exact,
+    unpack_arrays,
+)
 from ctcbench.runtime.threads import requested, worker_env
 from ctcbench.runtime.timing import CallTimes, between_calls, time_calls
 
@@ -79,16 +85,6 @@ def _raise_remote(header: dict, name: str):
 
 
 # -- the worker process -----------------------------------------------------------------------
-def _problem_arrays(problem, grad_weights, op: str = "run") -> tuple[dict, dict]:
-    header = {"op": op, "blank": problem.blank, "dtype": problem.dtype,
-              "target_layout": problem.target_layout, "index_dtype": problem.index_dtype}
-    arrays = {"logits": problem.logits, "targets": problem.targets,
-              "input_lengths": problem.input_lengths, "target_lengths": problem.target_lengths}
-    if grad_weights is not None:
-        arrays["grad_weights"] = np.asarray(grad_weights, dtype=np.float64)
-    return header, arrays
-
-
 def _serve(spec: str, name: str) -> int:
     import faulthandler
 
@@ -133,7 +129,7 @@ def _serve(spec: str, name: str) -> int:
                 send(_error_header(exc))
             continue
         try:
-            problem = _problem_from(header, arrays) if "logits" in arrays else stored
+            problem = problem_from_frame(header, arrays) if "logits" in arrays else stored
             kwargs = {"grad_weights": arrays["grad_weights"]} if "grad_weights" in arrays else {}
             if kwargs and not traits.takes_grad_weights:
                 raise UnsupportedProblem(f"{name}: run() takes no grad_weights (upstream gradient)")
@@ -175,17 +171,6 @@ def _serve_raw(impl, name: str, header: dict, arrays: dict) -> tuple[dict, dict 
     if out.grad_logits is not None:
         returned["grad_logits"] = out.grad_logits
     return {"ok": True, "outcome": "returned"}, returned
-
-
-def _problem_from(header: dict, arrays: dict):
-    from ctcbench.core.problem import CTCProblem
-
-    problem = CTCProblem(arrays["logits"], arrays["targets"], arrays["input_lengths"],
-                         arrays["target_lengths"], blank=header["blank"])
-    # bfloat16 travels as float32, as CTCProblem holds it; the caller's target form too
-    problem.dtype = header["dtype"]
-    problem.target_layout, problem.index_dtype = header["target_layout"], header["index_dtype"]
-    return problem
 
 
 # -- the parent side --------------------------------------------------------------------------
@@ -397,7 +382,7 @@ class IsolatedBackend:
         problem, the call, the reply) and inside the worker (the backend's ``run`` alone).
         ``exact_shape`` is passed on to a backend whose ``run`` takes it; ``grad_weights``
         to one whose ``run`` does not is UnsupportedProblem (from the worker)."""
-        header, arrays = _problem_arrays(problem, grad_weights)
+        header, arrays = problem_frame(problem, grad_weights)
         header["exact_shape"] = exact_shape
         t0 = time.perf_counter()
         reply, out = self._request(header, arrays, timeout_s=timeout_s)
@@ -413,7 +398,7 @@ class IsolatedBackend:
         ``problem`` is sent once and kept there; ``None`` times the one sent last. The times
         exclude the round trip."""
         if problem is not None:
-            header, arrays = _problem_arrays(problem, None, op="bench")
+            header, arrays = problem_frame(problem, None, op="bench")
         else:
             header, arrays = {"op": "bench"}, None
         header.update(warmup=warmup, repeat=repeat, number=number, between=between)
