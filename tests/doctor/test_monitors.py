@@ -85,8 +85,9 @@ def _optax_run(fault: str, out: Path, steps: int = 30) -> list:
     opt = optax.adam(1e-2)
     state = opt.init(w)
     monitor = ctcbench.Monitor(out, kind="logits", layout="NTC", check_every=5, report=None)
+    loss_and_grads = jax.jit(jax.value_and_grad(loss_fn))  # compiled once, as a loop would
     for step in range(steps):
-        loss, grads = jax.value_and_grad(loss_fn)(w)
+        loss, grads = loss_and_grads(w)
         monitor.optax_step(loss, logits_of(w, x), logit_paddings, labels, label_paddings,
                            grads=grads)
         updates, state = opt.update(grads, state)
