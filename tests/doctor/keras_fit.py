@@ -1,9 +1,13 @@
 """A small Keras 3 CTC training run with ``ctcbench.keras.Monitor``, on the backend that
 ``KERAS_BACKEND`` names; run as a script by test_monitors.py, one process per backend. Prints
-the monitor's events and the seconds per step with and without it, as one JSON line.
+the monitor's events (and with ``--timed`` the seconds per step with and without it) as one
+JSON line.
 
     python keras_fit.py FAULT OUT_DIR      FAULT: none, softmax (a final softmax: probabilities
                                            passed as logits) or padded (labels padded with 0)
+    python keras_fit.py FAULT OUT_DIR --timed
+                                           and the seconds a step without the monitor and with
+                                           it, each fit after one that paid the compiles
     python keras_fit.py losses OUT_DIR     learning rate 0, batches in order: the losses the
                                            monitor was handed and each batch's, by evaluate
 """
@@ -58,7 +62,7 @@ def losses(out_dir: str) -> None:
     print(json.dumps({"monitor": monitor.watch.losses, "batches": per_batch * 2}))
 
 
-def main(fault: str, out_dir: str) -> None:
+def main(fault: str, out_dir: str, timed: str | None = None) -> None:
     if fault == "losses":
         return losses(out_dir)
     monitors = []
@@ -67,12 +71,13 @@ def main(fault: str, out_dir: str) -> None:
         monitors.append(ctcbench.keras.Monitor(x[:16], y[:16], out_dir, check_every=2,
                                                report=None))
         return monitors
-    fit(fault, lambda x, y: [])  # the first run pays the compiles
-    bare = fit(fault, lambda x, y: [])
-    with_monitor = fit(fault, watched)
+    times = {}
+    if timed == "--timed":
+        fit(fault, lambda x, y: [])  # the first run pays the compiles
+        times["step_s"] = fit(fault, lambda x, y: [])
+    times["step_s_monitored"] = fit(fault, watched)
     events = [{"step": e.step, "kind": e.kind, "file": e.batch_file} for e in monitors[0].events]
-    print(json.dumps({"backend": keras.backend.backend(), "events": events,
-                      "step_s": bare, "step_s_monitored": with_monitor}))
+    print(json.dumps({"backend": keras.backend.backend(), "events": events, **times}))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ def _keras_run(backend: str, fault: str, out: Path) -> dict:
 
 
 @pytest.mark.parametrize("backend", list(KERAS_BACKENDS))
-@pytest.mark.long
 @pytest.mark.parametrize("fault, kind", [("none", None),
                                          ("softmax", "input:probabilities-not-log"),
                                          ("padded", "input:target-lengths-padded")])
