@@ -57,10 +57,9 @@ def bench(ctx, backend_names, functions, convention, device, decoders, beams, fm
         click.echo(format_table(rows))
     if fmt == "table":  # below the table; json and csv: the CPU is in the run's meta.json
         click.echo(f"Measured on {cpu_text(result.environment)}")
-        if not decoders:
-            between = ctx.params.get("between_calls") or "nothing"
-            click.echo("Calls timed back to back" if between == "nothing" else
-                       f"Between two timed calls, untimed: {between} (--between-calls)")
+        between = ctx.params.get("between_calls") or "nothing"
+        if between != "nothing":  # back to back, the default, goes without saying
+            click.echo(f"Between two timed calls, untimed: {between} (--between-calls)")
     if decoders and result.summary["failed"]:  # a decoder raised: its rows say why
         raise SystemExit(1)
     if result.summary["regressions"]:

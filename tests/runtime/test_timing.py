@@ -18,7 +18,8 @@ def test_first_call_is_timed_apart_from_the_steady_state():
     out = time_calls(call, warmup=2, repeat=3)
     assert out.first_call_s >= 0.2
     assert len(out.times_s) == 3 and all(0.01 <= t < 0.1 for t in out.times_s)
-    assert out.number == calls_per_measurement(0.01)
+    assert calls_per_measurement(0.02) <= out.number <= calls_per_measurement(0.01)  # a 10 ms
+    # sleep takes a little longer on a loaded machine
 
 
 def test_calibration_loops_fast_calls_to_about_the_minimum_measurement():
