@@ -72,9 +72,15 @@ def _doctor_aligner(file, cfg: DoctorSettings, fmt) -> None:
         raise SystemExit(1)
 
 
+# ctcbench.transformers builds on the doctor, so the doctor names its reader as the registries
+# name backends, by dotted path imported on use, and never imports that package itself
+TRANSFORMERS_READER = "ctcbench.transformers.saved:examine_saved"
+
+
 def _doctor_transformers(file, cfg: DoctorSettings, fmt) -> None:
     """``doctor FILE --transformers-config``: a *ForCTC batch diagnosed in the model's terms."""
-    from ctcbench.transformers.saved import examine_saved
+    from ctcbench.runtime.factory import load_factory
+    examine_saved = load_factory(TRANSFORMERS_READER)
     found = examine_saved(file, cfg.transformers_config, max_bytes=cfg.max_bytes)
     click.echo(found.to_json() if fmt == "json" else found.format_table())
     failing = ("error", "warning") if cfg.strict else ("error",)
