@@ -16,16 +16,9 @@ from click.testing import CliRunner
 
 import ctcbench
 import tones
+from tones import one_thread  # noqa: F401 (autouse fixture)
 from ctcbench.cli import main
 from ctcbench.transformers.conventions import frame_lengths, read_conventions
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

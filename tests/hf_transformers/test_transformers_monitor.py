@@ -10,18 +10,9 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-import torch
-
 import tones
+from tones import one_thread  # noqa: F401 (autouse fixture)
 from ctcbench.transformers import Monitor
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 STEPS = 150

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 import torch
 
 VOCAB = {"<pad>": 0, "a": 1, "b": 2, "c": 3, "<unk>": 4, "|": 5}  # <pad> is CTC's blank
@@ -116,3 +117,12 @@ def train(tmp_path, net, data, collator, callbacks, *, steps: int, lr: float, se
                       processing_class=processing_class)
     trainer.train()
     return trainer
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """torch on one thread for each test that imports this fixture (2 cores train fastest so)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
