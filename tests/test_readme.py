@@ -301,8 +301,8 @@ def test_a_readme_block_of_a_narrowed_run_is_marked_trimmed():
 def test_example_output_matches_the_command(ex, tmp_path, register_backends):
     """The block's header line is the command's real header, column for column; every row it
     shows (its first columns: name, status, case, dtype or size) is one the command prints, and
-    its closing line is the command's; a README block shows its rows in the command's order
-    with a ``...`` line wherever it leaves rows out."""
+    its closing line is the command's; a block shows its rows in the command's order with a
+    ``...`` line wherever it leaves rows out."""
     needs(ex, register_backends)
     real = printed(ex, tmp_path / "run")
     name = ex.argv[0]
@@ -329,8 +329,8 @@ def test_example_output_matches_the_command(ex, tmp_path, register_backends):
     last = [line for line in ex.lines if line.startswith(LAST.get(name, "\0"))]
     if last and not narrowed(ex):  # the verdict and the run folder, as the command says them
         assert last == [line for line in real if line.startswith(LAST[name])], f"{ex}\n{real}"
-    if ex.page == README and not narrowed(ex):  # its rows in order, each cut marked; the
-        # plugins installed on this machine are no row of the README's
+    if not narrowed(ex):  # its rows in order, each cut marked; the plugins installed on
+        # this machine are no row of the pages'
         ordered = [tuple(r[:k]) for r in table_rows(name, real)
                    if name != "backends" or r[2] == "builtin"]
         cuts = unmarked_cuts(ex, ordered, k)
