@@ -3,6 +3,7 @@ here was not, the same reason the run folder's rows.json holds."""
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
@@ -79,3 +80,38 @@ def test_the_table_and_the_page_say_why_an_entry_was_not_tried(tmp_path):
             assert r["status"] == "cannot try" and unavailable[entry["backend"]] in r["reason"]
     if names:  # a backend that cannot run here gives its entries a reason of its own
         assert any(unavailable[n] in line for n in names for line in lines)
+
+
+DOCS = FILE.parents[1] / "docs" / "atlas.md"
+EXAMPLE = re.compile(r"^```console\n\$ CTCBENCH_THREADS=1 ctcbench atlas\n(.*?)^```", re.S | re.M)
+
+
+def test_the_docs_example_is_what_the_command_prints(tmp_path, monkeypatch):
+    """docs/atlas.md's block against a run of the torch entries (seconds): the same header;
+    entries that exist, in the atlas's order, each cut marked ``...``; each row that run
+    speaks for (torch's, the GPU-only ones, those no backend tries, the uninstalled ones)
+    word for word, the why-not column included; the closing line's form and entry count."""
+    monkeypatch.setenv("CTCBENCH_THREADS", "1")
+    shown = EXAMPLE.search(DOCS.read_text()).group(1).splitlines()
+    out = tmp_path / "run"
+    res = CliRunner().invoke(cli, ["atlas", "--backend", "torch", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    real = res.stdout.replace(str(out), "reports/atlas-...").splitlines()
+    ids = [e["id"] for e in tomllib.loads(FILE.read_text())["entry"]]
+    rows = {next(w for w in line.split() if w in ids): line for line in real[1:-1]}
+    assert shown[0].split() == real[0].split()
+    at, cut = -1, False
+    for line in shown[1:-1]:
+        if line == "...":
+            cut = True
+            continue
+        entry = next((w for w in line.split() if w in ids), None)
+        assert entry is not None and ids.index(entry) > at, f"unknown or out of order: {line}"
+        assert cut or ids.index(entry) == at + 1, f"rows left out before {entry}, no '...'"
+        if "not asked for (--backend)" not in rows[entry]:
+            assert line.split() == rows[entry].split()
+        at, cut = ids.index(entry), False
+    assert cut or at == len(ids) - 1, "rows left out at the end, no '...'"
+    digits = re.compile(r"\d+")
+    assert digits.sub("#", shown[-1]) == digits.sub("#", real[-1])
+    assert shown[-1].startswith(f"atlas: {len(ids)} entries: ")
