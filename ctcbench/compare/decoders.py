@@ -63,8 +63,13 @@ def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None,
             continue
         try:
             decoder = get_decoder(name)
-        except BackendUnavailable as exc:
-            row = decoder_row(name, "*", Status.SKIPPED, str(exc))
+        except KeyError:
+            raise
+        except Exception as exc:  # not here (skipped), or a broken plugin, whose row fails
+            # the run while the others still run, as for a loss backend (compare.run._load)
+            row = (decoder_row(name, "*", Status.SKIPPED, str(exc))
+                   if isinstance(exc, BackendUnavailable) else decoder_row(
+                       name, "*", Status.ERROR, f"failed to load: {type(exc).__name__}: {exc}"))
             rows.append(row)
             append(row)
             update(len(cases))

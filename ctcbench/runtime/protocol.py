@@ -242,7 +242,7 @@ def read_traits(cls, impl, checks: TraitChecks, **derived):
     declares it: each field ``impl`` has as an attribute, checked and normalised by
     ``checks`` (a field without a check is taken as it is); ``derived``, what the caller read
     off ``impl`` (a signature, a method), never declared; the defaults for the rest. A declared
-    value of the wrong kind is a ValueError "CLASS.ATTR: expected X, got Y"."""
+    value of the wrong kind is an InputError (a ValueError) "CLASS.ATTR: expected X, got Y"."""
     owner = impl.__name__ if isinstance(impl, type) else type(impl).__name__
     values = dict(derived)
     for f in fields(cls):
@@ -256,9 +256,10 @@ def read_traits(cls, impl, checks: TraitChecks, **derived):
         try:
             values[f.name] = check(value)
         except TypeError:
-            raise ValueError(f"{owner}.{f.name}: expected {expected}, got {value!r}") from None
-        except InputError as exc:  # a check's own message (one_of's): named for the trait
-            raise type(exc)(f"{owner}.{f.name}", exc.problem) from None
+            raise InputError(f"{owner}.{f.name}", f"expected {expected}, got {value!r}") from None
+        except InputError as exc:  # a check's own message (one_of's), named for the trait: a
+            # declaration to fix, never a name looked up, so no KeyError
+            raise InputError(f"{owner}.{f.name}", exc.problem) from None
     return cls(**values)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from types import MappingProxyType
 
-from ctcbench.errors import one_of
+from ctcbench.errors import InputError, one_of
 from ctcbench.runtime.factory import factory_spec, is_entry_point, load_factory
 from ctcbench.runtime.protocol import BackendUnavailable
 
@@ -111,11 +111,15 @@ class Registry:
         """``(impl, traits, worker)`` of ``name``: the object its factory makes here, its
         traits, and the :class:`~ctcbench.runtime.worker.IsolatedBackend` that runs it in a
         worker process, or None. ``isolated``: None follows the ``isolated`` trait; True or
-        False overrides it. BackendUnavailable when it cannot run here."""
+        False overrides it. BackendUnavailable when it cannot run here; an InputError
+        "KIND 'NAME': CLASS.ATTR: expected ..." when it declares a trait wrongly."""
         target = self.target(name)
         factory = self._import(name, target)
         impl = factory()
-        traits = self.traits.of(impl)
+        try:
+            traits = self.traits.of(impl)
+        except InputError as exc:  # named as the user asked for it, then as its code says
+            raise InputError(f"{self.kind} {name!r}: {exc.name}", exc.problem) from None
         worker = None
         if traits.isolated if isolated is None else isolated:
             from ctcbench.runtime.worker import IsolatedBackend

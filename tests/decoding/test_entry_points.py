@@ -50,9 +50,14 @@ class BlanksFirst:
             kept = [k for k in log_probs[:int(frames), n].argmax(-1).tolist() if k != blank]
             out.append([[[k for i, k in enumerate(kept) if i == 0 or kept[i - 1] != k], None]])
         return out
+
+
+class Misdeclared(Greedy):
+    role = "decodr"
 '''
 
 RIGHT, WRONG = "scratch-greedy", "scratch-blanks-first"
+TYPO = "scratch-misdeclared"  # a role misspelt: its row fails the run, the others still run
 FAMILIES = ("repeats", "edges")  # the brute-force families: every answer enumerated
 # the cases whose right answer has a repeat a blank separates, which the wrong one merges
 MERGED = {"repeat_across_blank", "abccd_merged_after_blank_removal", "double_letter_word"}
@@ -69,7 +74,7 @@ def scratch(tmp_path, monkeypatch):
         "Metadata-Version: 2.1\nName: scratch-decoders\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
         f"[ctcbench.decoders]\n{RIGHT} = scratch_decoders:Greedy\n"
-        f"{WRONG} = scratch_decoders:BlanksFirst\n")
+        f"{WRONG} = scratch_decoders:BlanksFirst\n{TYPO} = scratch_decoders:Misdeclared\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -92,11 +97,12 @@ def test_entry_point_decoders_are_registered_like_builtins(scratch):
 
 def test_compare_judges_entry_point_decoders_against_the_exact_answers(scratch, tmp_path):
     """`ctcbench compare --decoder` in a fresh process: the right decoder passes every
-    brute-force case, the wrong one fails exactly where a repeat is separated by a blank."""
+    brute-force case, the wrong one fails exactly where a repeat is separated by a blank; one
+    that misdeclares a trait is one error row naming it, and the run still ends whole."""
     globs = [a for f in FAMILIES for a in ("--case", f"decoders/{f}/*")]
     cmd = [sys.executable, "-c", "from ctcbench.cli import main; main()", "compare",
-           "--decoder", RIGHT, "--decoder", WRONG, *globs, "--format", "json",
-           "--out", str(tmp_path / "run")]
+           "--decoder", TYPO, "--decoder", RIGHT, "--decoder", WRONG, *globs, "--format",
+           "json", "--out", str(tmp_path / "run")]
     env = {**os.environ, "PYTHONPATH": str(scratch), "CTCBENCH_THREADS": "1"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-2000:]  # the wrong decoder fails the gate
@@ -105,9 +111,14 @@ def test_compare_judges_entry_point_decoders_against_the_exact_answers(scratch, 
     right = {r["case"]: r for r in rows if r["backend"] == RIGHT}
     wrong = {r["case"]: r for r in rows if r["backend"] == WRONG}
     assert set(right) == set(wrong) == cases
-    assert {r["oracle"] for r in rows} == {"brute force"}
+    assert {r["oracle"] for r in rows if r["backend"] != TYPO} == {"brute force"}
     assert all(r["status"] == "ok" for r in right.values()), right
     assert {c for c, r in wrong.items() if r["status"] != "ok"} == MERGED
     for case in MERGED:
         assert wrong[case]["status"] == "mismatch"
         assert "repeats merged across a blank" in wrong[case]["reason"]
+    [typo] = [r for r in rows if r["backend"] == TYPO]
+    assert typo["status"] == "error" and typo["case"] == "*" and typo["reason"] == (
+        f"failed to load: InputError: decoder '{TYPO}': Misdeclared.role: expected one of "
+        "aligner, decoder, got 'decodr' (did you mean 'decoder'?)")
+    assert (tmp_path / "run" / "report.html").is_file()
