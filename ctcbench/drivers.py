@@ -60,6 +60,8 @@ def write_report(run_dirs, out: Path | None = None) -> Path:
     run_dirs = [Path(d) for d in run_dirs]
     if not run_dirs:
         raise ValueError("RUN_DIR: expected at least one run folder, got none")
+    for run_dir in run_dirs:  # the folders are what was asked for: said before --out is
+        identify(run_dir, kinds())
     if out is None:
         if len(run_dirs) > 1:
             raise ValueError(f"--out: expected an HTML file for a report of {len(run_dirs)} "

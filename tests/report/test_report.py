@@ -121,8 +121,8 @@ def test_kind_is_recognised_without_meta(runs, tmp_path, name, kind):
 
 
 def test_report_command_default_path_and_errors(runs, tmp_path):
-    """`ctcbench report DIR` writes DIR/report.html; not a run folder and several folders without
-    --out are clean errors naming the argument."""
+    """`ctcbench report DIR` writes DIR/report.html; not a run folder (or none at all) and
+    several folders without --out are clean errors naming the argument."""
     (runs / "bench" / "report.html").unlink()
     res = _cli("report", runs / "bench")
     assert res.exit_code == 0 and (runs / "bench" / "report.html").is_file()
@@ -131,6 +131,11 @@ def test_report_command_default_path_and_errors(runs, tmp_path):
     assert res.exit_code == 1 and "RUN_DIR: expected a ctcbench run folder" in res.output
     res = _cli("report", runs / "bench", runs / "bench2")
     assert res.exit_code == 1 and "--out: expected an HTML file" in res.output
+    for missing in ([tmp_path / "nowhere"], [runs / "bench", tmp_path / "nowhere"]):
+        res = _cli("report", *missing)  # the folder is named, not the --out it would imply
+        assert res.exit_code == 1 and res.output.startswith(
+            f"Error: RUN_DIR: expected a run folder, got '{tmp_path / 'nowhere'}' (no such "
+            "folder)"), res.output
     res = _cli("report", runs / "bench", "--out", tmp_path / "x.txt")  # no HTML in a .txt
     assert res.exit_code == 1 and "--out: expected an HTML path ending in .html or .htm, " \
         "got '" in res.output and not (tmp_path / "x.txt").exists()
