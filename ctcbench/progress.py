@@ -108,7 +108,12 @@ class Progress:
                 print(text, file=self.stream, flush=True)
 
     def stage(self, desc: str, total: int | None = None, unit: str | None = None) -> None:
-        """Count a new stage of the same command from zero (keeps the clock running)."""
+        """Count a new stage of the same command from zero (keeps the clock running); in a
+        log, the stage before ends on its last count, as ``close`` ends the work."""
+        if self.mode == "lines":
+            with self.lock:
+                if self.written and self.shown != (self.desc, self.n):
+                    self._emit()
         self.desc, self.total, self.n, self.text = desc, total, 0, ""
         self.unit = unit or self.unit
         if self.bar is not None:

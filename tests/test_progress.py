@@ -85,6 +85,23 @@ def test_stage_counts_a_new_stage_from_zero(monkeypatch):
         "prep: 1/1 cases", "run: 0/2 runs", "run: 1/2 runs"]
 
 
+def test_a_stage_ends_on_its_last_count_in_a_log(monkeypatch):
+    """Between the interval's lines, stage() first writes where the stage before ended, as
+    close() does for the last stage."""
+    monkeypatch.setenv(EVERY_ENV, "1000")  # the first line after a second, then none
+    out = io.StringIO()
+    with Progress("prep", total=3, unit="cases", stream=out) as bar:
+        bar.update()
+        deadline = time.monotonic() + 10
+        while not out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        bar.update(2)
+        bar.stage("run", total=2, unit="runs")
+        bar.update(2)
+    assert [m.group(0).split(",")[0] for m in lines_of(out.getvalue())] == [
+        "prep: 1/3 cases", "prep: 3/3 cases", "run: 2/2 runs"]
+
+
 def test_disabled_writes_nothing(monkeypatch):
     """enabled=False shows nothing at all."""
     monkeypatch.setenv(EVERY_ENV, "0")
@@ -135,6 +152,24 @@ def test_compare_shows_progress_from_preparing_on(monkeypatch, tmp_path):
     found = lines_of(result.stderr)
     assert found[0]["desc"] == "compare (preparing cases)" and found[0]["total"] == "2"
     assert ("compare", "2", "2") in {(m["desc"], m["n"], m["total"]) for m in found}
+
+
+def test_compare_of_decoders_ends_on_their_last_count(monkeypatch, tmp_path):
+    """With lines every 0.2 s, the decoders' stage (after the losses') still has its timer,
+    and the log ends on its last count, one skipped decoder's cases included."""
+    from ctcbench.runtime.decoders import register_decoder, unregister_decoder
+    monkeypatch.setenv(EVERY_ENV, "0.2")
+    register_decoder("not-installed", "no_such_module_here:Decoder")  # a skipped row
+    try:
+        result = CliRunner().invoke(cli, [
+            "compare", "--backend", "numpy", "--case", "tf_basic", "--dtype", "float64",
+            "--decoder", "greedy", "--decoder", "beam", "--decoder", "not-installed",
+            "--case", "decoders/repeats/*", "--out", str(tmp_path), "--no-plot"])
+    finally:
+        unregister_decoder("not-installed")
+    assert result.exit_code == 0, result.output
+    found = [m for m in lines_of(result.stderr) if m["desc"] == "compare decoders"]
+    assert found and found[-1]["n"] == found[-1]["total"], result.stderr
 
 
 def test_bench_shows_progress_lines(monkeypatch, tmp_path):

@@ -134,10 +134,10 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
             df = tidy(df_records(df) + decoder_rows(decoder_list, decoder_cases,
                                                     append=run.log.append, update=bar.update,
                                                     done=finished, versions=versions))
-            bar.close()
             run.write_meta({**run.meta["config"], "decoders": decoder_list,
                             "decoder_cases": [c.name for c in decoder_cases],
                             "decoder_versions": versions})
+        bar.close()
         causes = find_causes(run.rows(), preps, added)  # loss faults named (compare.causes)
         if causes:
             df = lead_reasons(df, causes)
@@ -332,7 +332,6 @@ def _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar, ex
             prep.reference = None  # the reference's tables can be large; done with this case
         drain(wait=False)
     drain(wait=True)
-    bar.close()
     return tidy(kept + rows), kept
 
 
