@@ -14,7 +14,7 @@ import time
 import pytest
 
 from ctcbench.convergence.grid import Grid, run_grid
-from ctcbench.convergence.train import TrainConfig
+from ctcbench.convergence.trainconfig import TrainConfig
 from ctcbench.runs.store import RowLog
 
 TARGET_CER, TARGET_WALL_S = 0.05, 300.0

@@ -157,8 +157,7 @@ def tiny_grid(tmp_path):
 def tiny_train_config(**overrides):
     """A training config small enough for a unit test (seconds, not minutes)."""
     from ctcbench.convergence.data import DataConfig
-    from ctcbench.convergence.models import ModelConfig
-    from ctcbench.convergence.train import TrainConfig
+    from ctcbench.convergence.trainconfig import ModelConfig, TrainConfig
     data = DataConfig(train_size=64, test_size=16, min_len=1, max_len=3, width=64)
     model = ModelConfig(channels=4, hidden=8)
     base = dict(steps=4, batch_size=8, eval_every=2, model=model, data=data)
@@ -173,8 +172,8 @@ def learned_run(tmp_path_factory):
     import torch
 
     from ctcbench.convergence.data import DataConfig
-    from ctcbench.convergence.models import ModelConfig
-    from ctcbench.convergence.train import TrainConfig, train_run
+    from ctcbench.convergence.trainconfig import ModelConfig, TrainConfig
+    from ctcbench.convergence.train import train_run
     torch.set_num_threads(1)
     cfg = TrainConfig(optimizer="adam", lr=3e-3, steps=LEARN_STEPS, batch_size=16, eval_every=50,
                       model=ModelConfig(name="crnn", batchnorm=True, channels=8, hidden=32),

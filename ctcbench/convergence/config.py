@@ -1,6 +1,6 @@
 """What is convergence's own about its settings: reading and comparing a resumed folder's
-stored config. The settings are declared on ``TrainConfig`` (train.py), ``ModelConfig``
-(models.py) and ``DataConfig`` (data.py) with :func:`ctcbench.settings.setting`, choices
+stored config. The settings are declared on ``TrainConfig`` and ``ModelConfig``
+(trainconfig.py) and ``DataConfig`` (data.py) with :func:`ctcbench.settings.setting`, choices
 returning the real tables (``OPTIMIZERS``, ``MODELS``, ``DATASETS``); from that one declaration
 come the command-line options, the keys of a ``--config`` file, the checks
 (``check_config``, the one path every ``check()`` takes) and the comparison with a stored

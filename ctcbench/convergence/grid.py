@@ -27,7 +27,8 @@ from ctcbench.convergence.data import load_pool
 from ctcbench.convergence.datacache import check_cache_dir
 from ctcbench.convergence.executors import LocalPool, RunTask
 from ctcbench.convergence.curve import CURVE_FLOATS
-from ctcbench.convergence.train import TrainConfig, check_fits
+from ctcbench.convergence.train import check_fits
+from ctcbench.convergence.trainconfig import TrainConfig
 from ctcbench.convergence.verdicts import write_verdicts
 from ctcbench.convergence.kind import KIND, SUMMARY_FLOATS
 from ctcbench.runs.kinds import read_object

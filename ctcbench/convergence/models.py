@@ -1,4 +1,4 @@
-"""Small line recognisers, each a module with a dataclass config.
+"""Small line recognisers, each a module built from a ``ModelConfig`` (trainconfig.py).
 
 Input ``x: (N, 1, H, W)`` float ink images. CTC models return ``(T, N, C)`` logits
 (time-major, ``C = len(charset) + 1`` with blank 0) and ``frames(W)``, the ``T`` they
@@ -16,36 +16,12 @@ where class 0 means "no character here".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ctcbench.settings import setting
-
-
-# a size of a model's layers: small models (a CPU harness), and never one whose weights cannot be
-# allocated (a typo such as channels = 10**9 is refused before torch is asked for 72 TB)
-SIZES = (lambda v: 1 <= v <= 1024, "an integer in [1, 1024]")
-CHANNELS = (lambda v: 1 <= v <= 256, "an integer in [1, 256] (later blocks double it)")
-
-
-@dataclass
-class ModelConfig:
-    name: str = setting("crnn", "Model architecture.", choices=lambda: MODELS, option="--model",
-                        grid="models")
-    num_classes: int = setting(11, "charset + blank", derived=True)
-    height: int = setting(32, "follows the data", derived=True)
-    width: int = setting(128, "follows the data; only the per-position model needs a fixed width",
-                         derived=True)
-    max_len: int = setting(8, "follows the data; only the per-position model uses it", derived=True)
-    batchnorm: bool = setting(False, "BatchNorm after every conv layer (all models).")
-    channels: int = setting(16, "Width of the first conv block, later blocks double it "
-                            "(32 = the ~640k-parameter CRNN).", check=CHANNELS)
-    hidden: int = setting(128, "LSTM size per direction.", check=SIZES)
-    window: int = setting(16, "linecnn window width in pixels.", check=SIZES)
-    stride: int = setting(4, "linecnn window stride in pixels.", check=SIZES)
+from ctcbench.convergence.trainconfig import MODELS, ModelConfig
+from ctcbench.runtime.factory import load_factory
 
 
 def _conv(cin: int, cout: int, bn: bool, stride=1) -> nn.Sequential:
@@ -230,16 +206,12 @@ class PerPosition(nn.Module):
         return self.fc(f).reshape(N, self.max_len, self.num_classes)  # (N, max_len, C)
 
 
-MODELS = {"linecnn": LineCNN, "linecnnlstm": LineCNNLSTM, "crnn": CRNN, "rescrnn": ResCRNN,
-          "perpos": PerPosition, "repeatvec": RepeatVector}
-
-
 def build_model(cfg: ModelConfig) -> nn.Module:
     if cfg.name not in MODELS:
         raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {cfg.name!r}")
     if cfg.height % 16:
         raise ValueError(f"height: expected a multiple of 16, got {cfg.height}")
-    return MODELS[cfg.name](cfg)
+    return load_factory(MODELS[cfg.name])(cfg)
 
 
 def num_params(model: nn.Module) -> int:

@@ -7,17 +7,23 @@ steps, then keeps it constant.
 """
 from __future__ import annotations
 
-import torch
+import importlib
+
+
+def optim():
+    """``torch.optim``, imported on first use: ``--help`` lists these names without torch."""
+    return importlib.import_module("torch.optim")
+
 
 OPTIMIZERS = {
-    "adam": lambda p, c: torch.optim.Adam(p, lr=c.lr, betas=(c.beta1, c.beta2),
-                                          weight_decay=c.weight_decay),
-    "rmsprop": lambda p, c: torch.optim.RMSprop(p, lr=c.lr, alpha=c.alpha, momentum=c.momentum,
-                                                weight_decay=c.weight_decay),
-    "sgd": lambda p, c: torch.optim.SGD(p, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay),
-    "adamw": lambda p, c: torch.optim.AdamW(p, lr=c.lr, betas=(c.beta1, c.beta2),
+    "adam": lambda p, c: optim().Adam(p, lr=c.lr, betas=(c.beta1, c.beta2),
+                                      weight_decay=c.weight_decay),
+    "rmsprop": lambda p, c: optim().RMSprop(p, lr=c.lr, alpha=c.alpha, momentum=c.momentum,
                                             weight_decay=c.weight_decay),
-    "adadelta": lambda p, c: torch.optim.Adadelta(p, lr=c.lr, weight_decay=c.weight_decay),
+    "sgd": lambda p, c: optim().SGD(p, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay),
+    "adamw": lambda p, c: optim().AdamW(p, lr=c.lr, betas=(c.beta1, c.beta2),
+                                        weight_decay=c.weight_decay),
+    "adadelta": lambda p, c: optim().Adadelta(p, lr=c.lr, weight_decay=c.weight_decay),
 }
 
 
@@ -30,4 +36,4 @@ def warmup_factor(warmup: int):
 def make_optimizer(params, cfg):
     """``(optimizer, scheduler)`` for ``cfg`` (a ``TrainConfig``) over ``params``."""
     opt = OPTIMIZERS[cfg.optimizer](params, cfg)
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_factor(cfg.warmup))
+    return opt, optim().lr_scheduler.LambdaLR(opt, warmup_factor(cfg.warmup))

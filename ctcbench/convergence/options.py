@@ -14,9 +14,9 @@ from ctcbench.cli_types import Path
 
 
 def run_settings():
-    """``runconfig.run_settings()``, imported on first use: it brings torch, which
-    ``ctcbench --help`` does without."""
-    from ctcbench.convergence.runconfig import run_settings as every_setting
+    """``trainconfig.run_settings()``, imported on first use: ``ctcbench --help`` builds no
+    convergence option (``convergence --help`` does, without torch)."""
+    from ctcbench.convergence.trainconfig import run_settings as every_setting
     return every_setting()
 
 

@@ -18,7 +18,7 @@ from ctcbench.convergence.data import decode_text, ink_image
 from ctcbench.convergence.decode import MAX_BEAM
 from ctcbench.convergence.evaluation import decode_outputs
 from ctcbench.convergence.models import build_model
-from ctcbench.convergence.train import TrainConfig
+from ctcbench.convergence.trainconfig import TrainConfig
 
 
 def model_from_checkpoint(path):

@@ -4,7 +4,6 @@ written, a ``--config`` TOML file read, and what a resumed folder's stored confi
 against the settings given now. The declarations themselves are in ``config``."""
 from __future__ import annotations
 
-import functools
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -13,18 +12,13 @@ from typing import Any
 from ctcbench.errors import UnknownName
 from ctcbench.convergence.config import same_value, show
 from ctcbench.settings import (TYPE_NAMES, ConfigError, Setting, check_value, expect, list_problem,
-                               settings, type_ok)
+                               type_ok)
 from ctcbench.convergence.ctc import ctc_loss_fn
 from ctcbench.convergence.grid import Grid
-from ctcbench.convergence.train import TrainConfig, check_fits
+from ctcbench.convergence.train import check_fits
+from ctcbench.convergence.trainconfig import TrainConfig, run_settings
 from ctcbench.files import read_text
 from ctcbench.runtime.protocol import BackendUnavailable
-
-
-@functools.cache
-def run_settings() -> tuple[Setting, ...]:
-    """Every setting of a run: the leaves of ``TrainConfig``, the model and data ones too."""
-    return tuple(settings(TrainConfig))
 
 
 def setting_table() -> dict[str, Setting]:

@@ -1,5 +1,5 @@
-"""One training run: its config and an explicit, seeded loop that logs metrics every eval
-interval.
+"""One training run: an explicit, seeded loop over its ``TrainConfig`` (trainconfig.py) that
+logs metrics every eval interval.
 
 Files in the run folder, written as the run goes so that an interrupted run can resume:
   config.json      the full TrainConfig (any curve can be reproduced from it)
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -26,79 +26,18 @@ import torch
 
 from ctcbench.convergence.batches import batch_indices, tensors
 from ctcbench.convergence.checkpoints import load_checkpoint, restore, save_checkpoint
-from ctcbench.settings import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, ConfigError, at_least,
-                               check_config, expect, in_unit_interval, setting)
+from ctcbench.settings import ConfigError, expect
 from ctcbench.convergence.ctc import ctc_loss_fn, model_loss
 from ctcbench.convergence.curve import (CURVE_FLOATS, complete_rows, eval_steps, summarize,
                                         write_rows)
-from ctcbench.convergence.data import DataConfig, Pool, load_pool
-from ctcbench.convergence.decode import MAX_BEAM
+from ctcbench.convergence.data import Pool, load_pool
 from ctcbench.convergence.diagnosis import finding_codes
 from ctcbench.convergence.evaluation import evaluate
-from ctcbench.convergence.models import ModelConfig, build_model, num_params
-from ctcbench.convergence.optimizers import OPTIMIZERS, make_optimizer
-from ctcbench.core.reduction import SCALAR_REDUCTIONS
+from ctcbench.convergence.models import build_model, num_params
+from ctcbench.convergence.optimizers import make_optimizer
+from ctcbench.convergence.trainconfig import TrainConfig
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RowLog
-
-
-@dataclass
-class TrainConfig:
-    """Everything one training run depends on. Each field is a ``setting``: its option,
-    config-file key and check come from here (see ctcbench.convergence.config)."""
-
-    optimizer: str = setting("rmsprop", "Optimizer (tuned by --beta1, --beta2, --alpha, "
-                             "--momentum, --weight-decay).", choices=lambda: OPTIMIZERS,
-                             grid="optimizers")
-    lr: float = setting(1e-3, "Learning rate.", check=POSITIVE, grid="lrs")
-    beta1: float = setting(0.9, "Adam/AdamW beta1.", check=in_unit_interval(closed=False))
-    beta2: float = setting(0.999, "Adam/AdamW beta2.", check=in_unit_interval(closed=False))
-    alpha: float = setting(0.99, "RMSprop smoothing.", check=in_unit_interval(closed=True))
-    momentum: float = setting(0.0, "RMSprop/SGD momentum.", check=NON_NEGATIVE)
-    weight_decay: float = setting(0.0, "Weight decay (every optimizer).", check=NON_NEGATIVE)
-    clip: float = setting(0.0, "Max gradient norm (0 = off).", check=NON_NEGATIVE)
-    warmup: int = setting(0, "Linear lr warm-up steps.", check=at_least(0))
-    steps: int = setting(600, "Training steps per run.", check=at_least(1))
-    batch_size: int = setting(32, "Lines per step.", check=at_least(1))
-    curriculum_steps: int = setting(0, "Short-line curriculum: for the first N steps, batches "
-                                    "come only from training lines of at most --curriculum-len "
-                                    "characters (0 = off).", check=NON_NEGATIVE_INT)
-    curriculum_len: int = setting(3, "Longest line in a curriculum step.", check=at_least(1))
-    eval_every: int = setting(25, "Steps between held-out evaluations.", check=at_least(1))
-    reduction: str = setting("mean", "Reduction of the CTC loss over the batch.",
-                             choices=lambda: SCALAR_REDUCTIONS)
-    ctc_backend: str = setting("torch", "Registry backend for the loss (numpy = float64 "
-                               "reference, slow).")
-    seed: int = setting(0, "Seed for init and batch order.", check=NON_NEGATIVE_INT, grid="seeds")
-    threads: int = setting(1, "Torch threads per run.", check=at_least(1))
-    beam: int = setting(0, "Also score the final model with prefix beam search of this width.",
-                        check=(lambda v: 0 <= v <= MAX_BEAM,
-                               f"an integer in [0, {MAX_BEAM}] (0 = greedy only)"))
-    diagnose_every: int = setting(0, "Every N steps (a multiple of --eval-every) run "
-                                  "ctcbench.diagnose on a held-out batch and record the finding "
-                                  "codes in the curve rows (0 = off).", check=NON_NEGATIVE_INT)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-
-    def check(self) -> "TrainConfig":
-        return check_config(self)
-
-    def relations(self) -> list[tuple[str, bool, str, object]]:
-        """Checks across fields, for ``check_config``: (field, holds, expected, got)."""
-        return [("diagnose_every", self.diagnose_every % self.eval_every == 0,
-                 f"a multiple of eval_every ({self.eval_every})", self.diagnose_every),
-                ("curriculum_len",
-                 not self.curriculum_steps or self.curriculum_len >= self.data.min_len,
-                 f"at least data.min_len ({self.data.min_len}) when curriculum_steps > 0, "
-                 "or no line is short enough", self.curriculum_len)]
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
-        d = dict(d)
-        model = ModelConfig(**d.pop("model", {}))
-        data = DataConfig(**d.pop("data", {}))
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known}, model=model, data=data)
 
 
 def _sync_model_config(cfg: TrainConfig) -> None:

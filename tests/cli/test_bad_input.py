@@ -148,8 +148,8 @@ def _beside_case(tmp_path, make):
 def _checkpoint(tmp_path, charset="0123456789"):
     """An untrained convergence checkpoint (the format, not a trained model)."""
     from ctcbench.convergence.data import DataConfig
-    from ctcbench.convergence.models import ModelConfig, build_model
-    from ctcbench.convergence.train import TrainConfig
+    from ctcbench.convergence.models import build_model
+    from ctcbench.convergence.trainconfig import ModelConfig, TrainConfig
     cfg = TrainConfig(model=ModelConfig(name="crnn", channels=8, hidden=32, num_classes=11),
                       data=DataConfig(width=64))
     state = {"config": asdict(cfg), "step": 0, "model": build_model(cfg.model).state_dict(),

@@ -41,3 +41,17 @@ def test_the_check_can_fail():
     """The same reading sees pandas when a command's run module is imported up front."""
     names = imported([sys.executable, "-c", "import ctcbench.compare.run"])
     assert "pandas" in names
+
+
+def commands() -> list[str]:
+    from ctcbench.cli import cli
+    return sorted(cli.commands)
+
+
+@pytest.mark.parametrize("name", commands())
+def test_each_commands_help_imports_no_heavy_library(name):
+    """Nor does any command's own --help: its options are declared without the libraries
+    its run needs (convergence's settings without torch, say)."""
+    names = imported([sys.executable, "-m", "ctcbench", name, "--help"])
+    assert "ctcbench" in names and "click" in names
+    assert not names & set(HEAVY), sorted(names & set(HEAVY))

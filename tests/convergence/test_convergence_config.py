@@ -9,8 +9,7 @@ from ctcbench.cli import cli
 from ctcbench.settings import ConfigError
 from ctcbench.convergence.runconfig import config_conflicts, load_toml
 from ctcbench.convergence.data import DataConfig
-from ctcbench.convergence.models import ModelConfig
-from ctcbench.convergence.train import TrainConfig
+from ctcbench.convergence.trainconfig import ModelConfig, TrainConfig
 
 CONFIG = """\
 optimizer = ["adam", "sgd"]

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from ctcbench.cli import cli
 from ctcbench.convergence.command import convergence
 from ctcbench.convergence.options import command_line_settings
-from ctcbench.convergence.train import TrainConfig
+from ctcbench.convergence.trainconfig import TrainConfig
 
 # written out here, not read from the code under test
 DERIVED = {"model.num_classes", "model.height", "model.width", "model.max_len"}

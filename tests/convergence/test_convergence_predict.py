@@ -74,7 +74,7 @@ def _non_checkpoints(tmp_path):
     """Files that are not convergence checkpoints, each with what the error must say."""
     import torch
     from dataclasses import asdict
-    from ctcbench.convergence.train import TrainConfig
+    from ctcbench.convergence.trainconfig import TrainConfig
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"\x00" * 64)
     plain = tmp_path / "plain.pt"

@@ -6,7 +6,8 @@ import torch
 
 from ctcbench.convergence.checkpoints import load_checkpoint
 from ctcbench.convergence.predict import model_from_checkpoint
-from ctcbench.convergence.train import TrainConfig, train_run
+from ctcbench.convergence.train import train_run
+from ctcbench.convergence.trainconfig import TrainConfig
 from ctcbench.runs.store import RowLog
 from conftest import LEARN_STEPS, tiny_train_config
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ctcbench.convergence.data import DataConfig
-from ctcbench.convergence.models import ModelConfig
+from ctcbench.convergence.trainconfig import ModelConfig
 from ctcbench.convergence.train import train_run
 from ctcbench.runs.store import RowLog
 from conftest import tiny_train_config
