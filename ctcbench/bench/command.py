@@ -17,7 +17,8 @@ from ctcbench.settings import SettingsCommand, command_line_settings
 @function_options("Time", known_issues=False)
 @list_option("--decoder", "decoders", metavar="NAME",
              help="Time these decoders instead (repeatable), per frame and against ctcbench's "
-                  "greedy, at each --beam.")
+                  "greedy, at each --beam; a name, or your own decoder function PKG.MOD:NAME "
+                  "as compare --decoder takes it.")
 @click.option("--beam", "beams", default="1,4,16", show_default=True, metavar="K[,K...]",
               callback=lambda ctx, param, value: _beams(value),
               help="With --decoder: the beam widths to time.")
@@ -41,6 +42,9 @@ def bench(ctx, backend_names, functions, convention, device, decoders, beams, fm
         raise click.UsageError(f"--decoder: expected it without --backend, --function and "
                                f"--baseline, got {' and '.join(given)} too")
     backend_names = with_functions(backend_names, functions, convention, device)
+    if decoders:  # each PKG.MOD:NAME registered as a decoder, as compare does
+        from ctcbench.runtime.decoder_functions import add_decoder_functions
+        decoders = add_decoder_functions(decoders, say=lambda line: click.echo(line, err=True))
     result = run_bench(backends=backend_names, out=out, resume=resume, baseline=baseline,
                        fail_on=fail_on, decoders=decoders, beams=beams,
                        **command_line_settings(ctx, bench_settings()))

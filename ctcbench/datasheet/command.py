@@ -17,8 +17,9 @@ from ctcbench.settings import SettingsCommand, command_line_settings
               help="Every registered backend, side by side (those that cannot run here are "
                    "listed as skipped).")
 @list_option("--decoder", "decoders", metavar="NAME",
-             help="Probe these decoders or aligners (repeatable, or 'all') with malformed and "
-                  "unusual input instead, each in a worker; prints the sheet, no run folder.")
+             help="Probe these decoders or aligners (repeatable, or 'all'), or your own "
+                  "decoder function PKG.MOD:NAME as compare --decoder takes it, with malformed "
+                  "and unusual input instead, each in a worker; prints the sheet, no run folder.")
 @out_options("datasheet")
 @format_option("table", "json")
 @click.pass_context
@@ -55,7 +56,8 @@ def _decoder_sheet(decoders, fmt, given) -> None:
     from ctcbench.runtime.protocol import BackendUnavailable
     for option in [o for o, v in given if v]:
         raise click.UsageError(f"--decoder: expected it without {option}, got {option} too")
-    names = expand(decoders)
+    from ctcbench.runtime.decoder_functions import add_decoder_functions
+    names = expand(add_decoder_functions(decoders, say=lambda line: click.echo(line, err=True)))
     check_decoder_names(names, "--decoder")
     from ctcbench.progress import Progress
     rows, skipped = [], []

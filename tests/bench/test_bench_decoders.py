@@ -32,3 +32,18 @@ def test_the_command_and_its_bad_input(tmp_path):
     assert bad.exit_code == 2 and "--beam" in bad.output and "positive integers" in bad.output
     both = CliRunner().invoke(cli, ["bench", "--decoder", "beam", "--backend", "numpy"])
     assert "--decoder: expected it without --backend" in both.output
+
+
+def test_a_users_decoder_function_is_timed_as_compare_takes_it(tmp_path):
+    """bench --decoder PKG.MOD:NAME: the function is registered (as compare --decoder does)
+    and timed beside greedy, in its rows under its own name."""
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps([{"T": 20, "N": 1, "C": 4, "L": 3}]))
+    target = "tests.decoding.user_functions:prefix_beam"
+    out = CliRunner().invoke(cli, ["bench", "--decoder", target, "--beam", "2", "--grid",
+                                   str(grid), "--repeat", "1", "--format", "json",
+                                   "--out", str(tmp_path / "b")])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)
+    assert {(r["backend"], r["beam"]) for r in rows} == {("greedy", 1), (target, 2)}
+    assert all(r["time_median_s"] > 0 for r in rows)

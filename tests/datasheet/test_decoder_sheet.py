@@ -50,3 +50,14 @@ def test_the_command():
     assert {r["probe"] for r in rows} >= {"NaN in a valid frame", "empty batch"}
     both = CliRunner().invoke(cli, ["datasheet", "--decoder", "greedy", "--backend", "numpy"])
     assert both.exit_code == 2 and "--decoder: expected it without --backend" in both.output
+
+
+def test_a_users_decoder_function_is_probed_as_compare_takes_it():
+    """datasheet --decoder PKG.MOD:NAME probes the user's function in its worker: the right
+    greedy of the test's functions gives the empty labelling for a sample of no frames."""
+    target = "tests.decoding.user_functions:greedy"
+    out = CliRunner().invoke(cli, ["datasheet", "--decoder", target, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    rows = {r["probe"]: r for r in json.loads(out.stdout)["rows"]}
+    assert {r["decoder"] for r in rows.values()} == {target}
+    assert rows["no frames"]["status"] == "returns" and rows["no frames"]["sane"]
