@@ -207,7 +207,7 @@ def _pt_value(path: Path, key: str, v):
                              f"{str(v.layout).removeprefix('torch.')} (save x.to_dense())")
         if v.dtype != torch.bfloat16:
             try:
-                v[:0].numpy()
+                v.reshape(-1)[:0].numpy()  # a 0-d tensor too (a blank, a length)
             except (TypeError, RuntimeError):
                 raise ValueError(f"{path.name}: {key}: expected a float or integer tensor "
                                  f"NumPy can hold (float16/32/64, bfloat16, int), got dtype "

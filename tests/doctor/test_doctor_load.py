@@ -37,6 +37,17 @@ def test_pt_dict_of_tensors_keeps_bfloat16(tmp_path):
     assert out["logits"].dtype == torch.bfloat16 and out["blank"] == 0
 
 
+def test_pt_zero_dim_tensors_load_as_numpy_scalars_do(tmp_path):
+    """A 0-d tensor (a blank, torch's unbatched input length) reads as the .npz's 0-d array
+    does: the same value, no traceback."""
+    path = tmp_path / "batch.pt"
+    data = {k: torch.from_numpy(v) for k, v in _arrays().items()}
+    data["blank"] = torch.tensor(0)
+    torch.save(data, path)
+    out = load_inputs(path)
+    assert out["blank"] == 0
+
+
 def test_object_arrays_are_refused_without_unpickling(tmp_path):
     """An .npz holding a pickled object array is refused with a clear message."""
     path = tmp_path / "evil.npz"
