@@ -27,6 +27,7 @@ from ctcbench.compare.decoders import (decoder_rows, default_decoders, named_dec
                                        no_decoder_case,
                                        stale_decoder_issues)
 from ctcbench.compare.kind import KEY, KIND
+from ctcbench.compare.resumed import merged, resumed_selection, stored_config
 from ctcbench.compare.slow import SlowCases, cheapest_first
 from ctcbench.compare.stale import regressions, stale_known_issues
 from ctcbench.compare.extra import API, check_error
@@ -89,6 +90,10 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
       ``resumed`` the rows kept from the earlier run.
     """
     check_out(KIND, out, resume=resume)  # before any work: a refused folder is one line
+    stored = stored_config(out) if resume else {}  # what is not given again: the folder's
+    backends, cases, dtypes = resumed_selection(stored, out, backends=backends,
+                                                functions=functions, decoders=decoders,
+                                                cases=cases, dtypes=dtypes)
     decoders = named_decoders(decoders, aligners, score, progress)  # functions registered
     one_of("dtype", dtypes or (), FLOAT_DTYPES)
     check_backend_names(backends or ())
@@ -138,6 +143,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
                             "decoder_cases": [c.name for c in decoder_cases],
                             "decoder_versions": versions})
         bar.close()
+        if stored:  # a resumed run that added to the folder: its meta.json names both
+            run.write_meta({**run.meta["config"], **merged(run.meta["config"], stored)})
         causes = find_causes(run.rows(), preps, added)  # loss faults named (compare.causes)
         if causes:
             df = lead_reasons(df, causes)

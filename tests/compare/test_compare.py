@@ -176,6 +176,37 @@ def test_resume_keeps_finished_rows(tmp_path):
     assert cases == {"toy_alpha_beta", "warpctc_small"}
 
 
+def test_resume_alone_goes_on_with_the_runs_selection_and_meta_names_what_it_holds(tmp_path):
+    """`--resume` with no --backend/--case/--dtype checks what the run was started with, not
+    every backend; one that adds a backend leaves a folder whose meta.json names both; a run
+    of decoders only needs its --decoder again."""
+    runner = CliRunner()
+    out = tmp_path / "run"
+    args = ["compare", "--no-plot", "--out", str(out), "--format", "json"]
+    first = runner.invoke(cli, [*args, "--backend", "numpy", "--case", "toy_alpha_beta",
+                                "--dtype", "float64"])
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(cli, [*args, "--resume"])
+    assert again.exit_code == 0, again.output
+    rows = json.loads(again.stdout)["rows"]
+    assert {(r["backend"], r["case"], r["dtype"]) for r in rows} == {
+        ("numpy", "toy_alpha_beta", "float64")}
+    more = runner.invoke(cli, [*args, "--resume", "--backend", "torch"])
+    assert more.exit_code == 0, more.output
+    assert {(r["backend"], r["case"], r["dtype"]) for r in json.loads(more.stdout)["rows"]} == {
+        ("numpy", "toy_alpha_beta", "float64"), ("torch", "toy_alpha_beta", "float64")}
+    config = json.loads((out / "meta.json").read_text())["config"]
+    assert (config["backends"], config["cases"], config["dtypes"]) == (
+        ["numpy", "torch"], ["toy_alpha_beta"], ["float64"])
+    decoders = tmp_path / "decoders"
+    runner.invoke(cli, ["compare", "--decoder", "greedy", "--case", "decoders/repeats/*",
+                        "--out", str(decoders)])
+    alone = runner.invoke(cli, ["compare", "--out", str(decoders), "--resume"])
+    assert alone.exit_code != 0 and ("--resume: expected --decoder or --function given "
+                                     f"again: the run in {decoders} checked decoders only, "
+                                     "got neither") in alone.output
+
+
 def test_csv_and_table_formats(tmp_path):
     """--format csv gives one header and a row per (backend, case, dtype); table ends in a verdict."""
     runner = CliRunner()
