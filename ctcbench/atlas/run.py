@@ -27,7 +27,9 @@ from ctcbench.compare.run import compare
 from ctcbench.compare.stale import fixed_in_check
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.store import RunResult, check_out, open_run
+from ctcbench.errors import one_of
 from ctcbench.runtime.decoders import decoder_names
+from ctcbench.runtime.registry import backend_names
 from ctcbench.runtime.status import FAILING, Status
 
 _FAILED = (Status.KNOWN, *FAILING)  # compare's rows that show the bug: failing, or failing as known
@@ -66,6 +68,7 @@ def atlas(backends=None, *, out=None, resume: bool = False, entries=None, versio
     """
     for spec in versions:
         parse_versions(spec)  # a bad spec is refused before any work
+    one_of("--backend", backends or (), [*backend_names(), *decoder_names()])
     check_out(KIND, out, resume=resume)
     entries = load_atlas() if entries is None else tuple(entries)
     with open_run(KIND, out, resume=resume) as run:

@@ -115,3 +115,12 @@ def test_the_docs_example_is_what_the_command_prints(tmp_path, monkeypatch):
     digits = re.compile(r"\d+")
     assert digits.sub("#", shown[-1]) == digits.sub("#", real[-1])
     assert shown[-1].startswith(f"atlas: {len(ids)} entries: ")
+
+
+def test_an_unknown_backend_is_refused_before_any_work(tmp_path):
+    """--backend names a loss backend or a decoder, as every command's --backend does; a
+    typo is one line listing them, and no run folder is written."""
+    res = CliRunner().invoke(cli, ["atlas", "--backend", "torhc", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 1 and "--backend: expected one of " in res.output
+    assert "got 'torhc' (did you mean 'torch'?)" in res.output
+    assert not (tmp_path / "r").exists()
