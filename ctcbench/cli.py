@@ -69,6 +69,10 @@ class Commands(click.Group):
 @click.version_option(__version__, prog_name="ctcbench")
 def cli():
     """Benchmark, cross-check and debug CTC loss implementations."""
+    from ctcbench.progress import interval
+    from ctcbench.runtime.threads import requested
+    requested()  # the environment's settings, checked once before any command's work: one
+    interval()  # line naming the variable, not a row per backend or a value ignored
 
 
 @cli.command()

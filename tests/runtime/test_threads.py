@@ -84,6 +84,21 @@ def test_a_bad_environment_value_names_the_variable():
     assert str(info.value) == "CTCBENCH_THREADS: expected an integer >= 1, got 'zero'"
 
 
+@pytest.mark.parametrize("command", [["backends"], ["compare", "--backend", "numpy",
+                                                    "--case", "tf_basic"]])
+@pytest.mark.parametrize("raw", ["abc", "-1", "1e9"])
+def test_every_command_refuses_a_bad_environment_value_first(monkeypatch, tmp_path, command,
+                                                             raw):
+    """Whatever a command reads of it later (numba's rows, a worker, nothing at all), a junk
+    CTCBENCH_THREADS is one line naming it before any work: no run folder is written."""
+    monkeypatch.setenv(THREADS_ENV, raw)
+    out = tmp_path / "run"
+    res = CliRunner().invoke(cli, [*command, *(["--out", str(out)] if len(command) > 1 else [])])
+    assert res.exit_code == 1, res.output
+    assert res.output == f"Error: {THREADS_ENV}: expected an integer >= 1, got {raw!r}\n"
+    assert not out.exists()
+
+
 def test_use_threads_sets_the_variables_workers_read():
     """use_threads(n) sets CTCBENCH_THREADS and the OpenMP/BLAS variables; worker_env passes
     the count on to a worker's environment."""
