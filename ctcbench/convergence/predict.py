@@ -39,6 +39,11 @@ def model_from_checkpoint(path):
         raise ValueError(f"checkpoint: expected model.num_classes = len(data.charset) + 1 = "
                          f"{len(cfg.data.charset) + 1}, got {cfg.model.num_classes} in "
                          f"{str(path)!r}")
+    for key in ("height", "width", "max_len"):  # the model follows the data (train.py)
+        if getattr(cfg.model, key) != getattr(cfg.data, key):
+            raise ValueError(f"checkpoint: expected model.{key} = data.{key} = "
+                             f"{getattr(cfg.data, key)}, got {getattr(cfg.model, key)} in "
+                             f"{str(path)!r}")
     try:
         model = build_model(cfg.model)
         model.load_state_dict(state["model"])
@@ -46,6 +51,11 @@ def model_from_checkpoint(path):
         raise ValueError(f"checkpoint: expected a model and config written by `ctcbench "
                          f"convergence`, got {str(path)!r} (its weights do not fit its "
                          f"config)") from None
+    bad = [name for name, w in state["model"].items()
+           if w.is_floating_point() and not bool(w.isfinite().all())]
+    if bad:  # a model of NaN weights reads every line as nothing
+        raise ValueError(f"checkpoint: expected finite weights, got NaN or inf in "
+                         f"{', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} of {str(path)!r}")
     model.eval()
     return model, cfg
 

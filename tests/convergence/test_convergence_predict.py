@@ -84,9 +84,27 @@ def _non_checkpoints(tmp_path):
     wrong = tmp_path / "wrong.pt"  # every key present, but the weights fit no model
     torch.save({"config": asdict(TrainConfig()), "step": 0, "model": {"w": torch.zeros(1)},
                 "optimizer": {}, "scheduler": {}, "torch_rng": torch.zeros(1), "extra": {}}, wrong)
+    from ctcbench.convergence.models import build_model
+    from ctcbench.convergence.train import _sync_model_config
+    cfg = TrainConfig()
+    _sync_model_config(cfg)
+    weights = build_model(cfg.model).state_dict()
+    name = next(iter(weights))
+    weights[name] = weights[name] * float("nan")  # a run that diverged, saved
+    diverged = tmp_path / "diverged.pt"
+    torch.save({"config": asdict(cfg), "step": 0, "model": weights, "optimizer": {},
+                "scheduler": {}, "torch_rng": torch.zeros(1), "extra": {}}, diverged)
+    taller = tmp_path / "taller.pt"  # the data's height edited, the model's left
+    config = asdict(cfg)
+    config["data"]["height"] = 64
+    torch.save({"config": config, "step": 0, "model": build_model(cfg.model).state_dict(),
+                "optimizer": {}, "scheduler": {}, "torch_rng": torch.zeros(1), "extra": {}},
+               taller)
     return [(garbage, "not a torch file loadable with weights_only=True"),
             (plain, "missing config"), (tensor, "missing config"),
-            (wrong, "its weights do not fit its config")]
+            (wrong, "its weights do not fit its config"),
+            (diverged, f"checkpoint: expected finite weights, got NaN or inf in {name} of"),
+            (taller, "checkpoint: expected model.height = data.height = 64, got 32 in")]
 
 
 def test_non_checkpoint_files_are_one_line_errors(tmp_path):
