@@ -55,6 +55,10 @@ def check_fits(cfg: TrainConfig) -> None:
     model = build_model(cfg.model)
     if model.ctc:
         T = model.frames(cfg.data.width)
+        if getattr(model, "windows", None) is not None:  # linecnn(lstm)'s WindowCNN
+            expect(cfg.model.window <= cfg.data.width, "model.window",
+                   f"at most data.width ({cfg.data.width}): {cfg.model.name} slides windows "
+                   f"of this many pixels along the line", cfg.model.window)
         expect(cfg.data.max_len <= T, "data.max_len",
                 f"at most {T} (the frames {cfg.model.name} gives a {cfg.data.width}-px line)",
                 cfg.data.max_len)

@@ -81,6 +81,9 @@ def test_table_output_and_resume(tmp_path):
     (["--lr", "0.001,0.0010000001"], "--lr: expected rates that differ in 6 significant digits"),
     # a 16-px window every 4 px over a 128-px line: (128 - 16) / 4 + 1 = 29 frames
     (["--model", "linecnn", "--min-len", "30", "--max-len", "30"], "--max-len: expected at most 29"),
+    # a window wider than the line gives no frame: the window is named, not --max-len
+    (["--model", "linecnnlstm", "--window", "1000"], "--window: expected at most data.width "
+                                                     "(128): linecnnlstm slides windows"),
 ])
 def test_bad_options_are_clean_errors(tmp_path, args, message):
     """Bad options end with one clear error line naming the option and a non-zero exit, no
