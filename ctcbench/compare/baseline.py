@@ -132,8 +132,10 @@ def moved(old: dict, new: dict) -> tuple[float, str]:
     return worst, where
 
 
-def against_baseline(rows, baseline: dict, max_change: float) -> tuple[list[str], str]:
-    """``(the rows that moved by more than max_change, one per line; what was compared)``."""
+def against_baseline(rows, baseline: dict, max_change: float) -> dict:
+    """``{"moved": the rows that moved by more than max_change, one per line, "compared":
+    what was compared, "matched": how many rows}``; the gate fails when a row moved, or when
+    none of the baseline's rows is in this run (``failed``)."""
     saved = baseline["rows"]
     lines, compared, changed_case, new_rows = [], 0, [], 0
     for row in rows:
@@ -162,4 +164,5 @@ def against_baseline(rows, baseline: dict, max_change: float) -> tuple[list[str]
     if changed_case:
         said.append(f"{len(changed_case)} whose case changed since, not compared "
                     f"({', '.join(changed_case[:3])}{' ...' * (len(changed_case) > 3)})")
-    return lines, "; ".join(said)
+    return {"moved": lines, "compared": "; ".join(said), "matched": compared,
+            "failed": bool(lines) or (bool(saved) and not compared)}

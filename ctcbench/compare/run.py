@@ -169,9 +169,8 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
                                    backend_versions=backend_versions(ready))
             summary["baseline_saved"] = f"saved {count} rows' numbers to {save_baseline}"
         if saved is not None:
-            moved, said = against_baseline(raw, saved, s.max_change)
-            summary["baseline"] = {"moved": moved, "compared": said}
-            summary["failed"] = bool(summary["failed"] or moved)
+            summary["baseline"] = against_baseline(raw, saved, s.max_change)
+            summary["failed"] = bool(summary["failed"] or summary["baseline"]["failed"])
     return RunResult(run.run_dir, df, summary, run.environment, resumed=len(kept), files=files)
 
 

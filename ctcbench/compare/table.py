@@ -131,6 +131,8 @@ def format_table(df: pd.DataFrame, *, run_dir=None, summary: dict | None = None,
         tail += f"; {nothing_checked(s)}"
     if s.get("baseline", {}).get("moved"):
         tail += "; the numbers moved from --baseline"
+    elif s.get("baseline", {}).get("failed"):
+        tail += "; no row of --baseline was run"
     if s["failing_cases"]:
         tail += f"; failing cases: {', '.join(s['failing_cases'])}"
     if s["run_dir"]:
@@ -144,5 +146,6 @@ def baseline_lines(summary) -> list[str]:
     if found is None:
         return []
     verdict = (f"baseline FAILED: {len(found['moved'])} rows moved" if found["moved"]
-               else "baseline ok: nothing moved")
+               else "baseline FAILED: none of its rows is in this run (other backends, cases "
+                    "or dtypes)" if found.get("failed") else "baseline ok: nothing moved")
     return [*(f"moved  {m}" for m in found["moved"]), f"{verdict}; {found['compared']}"]

@@ -78,3 +78,17 @@ def test_a_case_that_changed_is_said_and_not_compared(project):
     (project / "base.json").write_text(json.dumps(data))
     res = compare(project, "again", "--baseline", "base.json", "--max-change", "0")
     assert res.exit_code == 0 and "whose case changed since, not compared" in res.output
+
+
+def test_a_baseline_of_other_rows_fails_the_gate(project):
+    """A baseline none of whose rows this run has (the function renamed since, say) compares
+    nothing: the gate fails, saying so, rather than passing with 'nothing moved'."""
+    assert compare(project, "first", "--save-baseline", "base.json").exit_code == 0
+    data = json.loads((project / "base.json").read_text())
+    data["rows"] = {k.replace("mine:ctc_loss", "old:ctc_loss"): v for k, v in data["rows"].items()}
+    (project / "base.json").write_text(json.dumps(data))
+    res = compare(project, "again", "--baseline", "base.json")
+    assert res.exit_code == 1, res.output
+    assert ("baseline FAILED: none of its rows is in this run (other backends, cases or "
+            "dtypes); compared 0 rows with the baseline") in res.output
+    assert res.stdout.strip().splitlines()[-1].startswith("compare FAILED")
