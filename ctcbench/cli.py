@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -41,6 +43,10 @@ class Commands(click.Group):
             raise click.UsageError(f"{name}: {message}", exc.ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:  # `ctcbench cases | head`: the reader has all it wanted; as
+            # Python's docs advise, stdout goes to devnull so that its flush at exit is quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(1) from None
         except InputError as exc:  # the library's argument, renamed to the option it came from
             raise click.ClickException(exc.named(self._option(ctx, exc.name))) from None
         except LIBRARY_ERRORS as exc:

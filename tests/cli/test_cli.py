@@ -118,3 +118,17 @@ def test_an_unknown_backend_reads_the_same_in_every_command(tmp_path, command):
     assert res.output == (f"Error: --backend: expected one of {', '.join(known)}, "
                           f"got 'nmba' (did you mean 'numba'?)\n")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_reader_that_stops_early_ends_the_listing_quietly():
+    """`ctcbench cases | head -1`: the pipe closes after one line; no 'Broken pipe' error,
+    no traceback on stderr."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "ctcbench", "cases"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as head does after its line
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert first.startswith(b"alignment/") and err == "", err
