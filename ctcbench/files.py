@@ -25,8 +25,8 @@ def read_text(path: Path, what: str) -> str:
         return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         fail(what, "a UTF-8 text file", f"undecodable bytes at position {exc.start}")
-    except OSError as exc:  # a folder, no permission, an I/O error
-        fail(what, "a readable text file", exc.strerror or type(exc).__name__)
+    except OSError as exc:  # a folder, no permission, an I/O error: said with the path
+        fail(what, "a readable text file", f"{str(path)!r} ({exc.strerror or type(exc).__name__})")
 
 
 def parse_text(text: str, what: str, fmt: str, expected: str | None = None):

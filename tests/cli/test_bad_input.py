@@ -228,7 +228,8 @@ CLI_ROWS = [  # (kind, args from tmp_path and files, fragments the one Error lin
     ("case file: not UTF-8", lambda t, f: ["cases", "--cases", _beside_case(
         t, lambda y: y.write_bytes(b"\xff\xfe"))], ["y.toml: expected a UTF-8 text file"]),
     ("case file: a folder named like one", lambda t, f: ["cases", "--cases", _beside_case(
-        t, lambda y: y.mkdir())], ["y.toml: expected a readable text file"]),
+        t, lambda y: y.mkdir())], ["y.toml: expected a readable text file, got '",
+                                   "y.toml' (Is a directory)"]),
     ("grid file: not UTF-8", lambda t, f: ["bench", "--grid", t / "nonutf8.csv"],
      ["nonutf8.csv: expected a UTF-8 text file"]),
     ("grid file: a folder", lambda t, f: ["bench", "--grid", t / "folder.csv"],
