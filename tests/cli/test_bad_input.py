@@ -150,7 +150,8 @@ def _checkpoint(tmp_path, charset="0123456789"):
     from ctcbench.convergence.data import DataConfig
     from ctcbench.convergence.models import build_model
     from ctcbench.convergence.trainconfig import ModelConfig, TrainConfig
-    cfg = TrainConfig(model=ModelConfig(name="crnn", channels=8, hidden=32, num_classes=11),
+    cfg = TrainConfig(model=ModelConfig(name="crnn", channels=8, hidden=32, num_classes=11,
+                                        width=64),  # the model follows the data
                       data=DataConfig(width=64))
     state = {"config": asdict(cfg), "step": 0, "model": build_model(cfg.model).state_dict(),
              "optimizer": {}, "scheduler": {}, "torch_rng": torch.zeros(1), "extra": {}}
