@@ -64,6 +64,9 @@ def test_blank_and_layout_options_override(tmp_path, batch):
     p, arrays = batch
     np.savez(tmp_path / "ok.npz", **arrays)
     assert "blank-index" in _run(tmp_path / "ok.npz", "--blank", 9).output
+    C = arrays["log_probs"].shape[-1]
+    out_of_range = _run(tmp_path / "ok.npz", "--blank", C)  # the option, not the file, is wrong
+    assert out_of_range.output.startswith(f"Error: --blank: expected an index in [-{C}, {C})")
     np.savez(tmp_path / "ntc.npz", **dict(arrays, log_probs=arrays["log_probs"].transpose(1, 0, 2)))
     assert _run(tmp_path / "ntc.npz", "--layout", "NTC").exit_code == 0
     result = _run(tmp_path / "ntc.npz")
