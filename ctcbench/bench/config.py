@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctcbench.runtime.sizes import DTYPES, GRIDS
+from ctcbench.runtime.threads import count_check
 from ctcbench.runtime.timing import BETWEEN_CALLS
 from ctcbench.settings import NON_NEGATIVE_INT, at_least, setting, settings
 
@@ -20,7 +21,7 @@ class BenchSettings:
     threads: tuple[int, ...] = setting(
         (1,), "Threads for every backend (torch, numba, the frameworks' pools); a list such as "
               "1,2 measures each count (one row per count, thread-scaling plot).",
-        check=at_least(1), metavar="N")
+        check=count_check(), metavar="N")
     dtype: str = setting("float64", "Logits dtype handed to every backend.",
                          choices=lambda: DTYPES)
     seed: int = setting(0, "Seed of every size's logits and targets.", check=NON_NEGATIVE_INT)

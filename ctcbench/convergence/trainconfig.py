@@ -11,6 +11,7 @@ from ctcbench.convergence.data import DataConfig
 from ctcbench.convergence.decode import MAX_BEAM
 from ctcbench.convergence.optimizers import OPTIMIZERS
 from ctcbench.core.reduction import SCALAR_REDUCTIONS
+from ctcbench.runtime.threads import count_check
 from ctcbench.settings import (NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, Setting, at_least,
                                check_config, in_unit_interval, setting, settings)
 
@@ -74,7 +75,7 @@ class TrainConfig:
     ctc_backend: str = setting("torch", "Registry backend for the loss (numpy = float64 "
                                "reference, slow).")
     seed: int = setting(0, "Seed for init and batch order.", check=NON_NEGATIVE_INT, grid="seeds")
-    threads: int = setting(1, "Torch threads per run.", check=at_least(1))
+    threads: int = setting(1, "Torch threads per run.", check=count_check())
     beam: int = setting(0, "Also score the final model with prefix beam search of this width.",
                         check=(lambda v: 0 <= v <= MAX_BEAM,
                                f"an integer in [0, {MAX_BEAM}] (0 = greedy only)"))

@@ -18,8 +18,23 @@ THREADS_ENV = "CTCBENCH_THREADS"  # when set, workers and adapters use this many
 LIBRARY_ENVS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+PER_CPU = 4  # at most this many threads per CPU here: more time the OS's scheduler, and
+# a typo (99999) would fail deep in a thread pool ("can't start new thread") mid-run
+
+
+def most_threads() -> int:
+    return PER_CPU * (os.cpu_count() or 1)
+
+
+def count_check():
+    """A thread-count setting's check (``ctcbench.settings``): what ``thread_count`` takes."""
+    return (lambda v: 1 <= v <= most_threads(),
+            f"an integer in [1, {most_threads()}] ({PER_CPU} per CPU here)")
+
+
 def thread_count(value, name: str = "threads") -> int:
-    """One thread count: an int >= 1, or a string holding one (``" 2"``)."""
+    """One thread count: an int from 1 to ``most_threads()``, or a string holding one
+    (``" 2"``)."""
     if isinstance(value, str):
         try:
             count = int(value.strip())
@@ -30,6 +45,8 @@ def thread_count(value, name: str = "threads") -> int:
     else:
         fail(name, "an integer >= 1", repr(value))
     expect(count >= 1, name, "an integer >= 1", repr(value))
+    expect(count <= most_threads(), name, f"at most {most_threads()} ({PER_CPU} per CPU "
+           f"here)", repr(value))
     return count
 
 

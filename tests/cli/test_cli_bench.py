@@ -121,5 +121,5 @@ def test_threads_list_makes_one_row_per_count_and_a_scaling_plot(run, tmp_path, 
     assert bad.exit_code == 2 and "--threads: expected a comma-separated list of whole " \
         "numbers, got '1,zero'" in bad.stderr
     bad = run("--grid", str(tiny_grid), "--threads", "0", "--out", str(tmp_path / "x"))
-    assert bad.exit_code == 1 and "--threads: expected >= 1, got 0" in bad.stderr
+    assert bad.exit_code == 1 and "--threads: expected an integer in [1, " in bad.stderr
     assert not (tmp_path / "x").exists()

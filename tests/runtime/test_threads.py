@@ -7,8 +7,8 @@ from click.testing import CliRunner
 
 from ctcbench import CTCProblem, get_backend
 from ctcbench.cli import cli
-from ctcbench.runtime.threads import (THREADS_ENV, requested, thread_count, thread_counts,
-                                      use_threads, worker_env)
+from ctcbench.runtime.threads import (PER_CPU, THREADS_ENV, most_threads, requested,
+                                      thread_count, thread_counts, use_threads, worker_env)
 from ctcbench.runtime.worker import shutdown_workers
 
 LIST = "a count >= 1 or a comma-separated list like 1,2"
@@ -66,7 +66,10 @@ def test_the_cli_error_names_the_option(tmp_path):
     """`bench --threads 1,0` stops before timing anything, naming --threads."""
     result = CliRunner().invoke(cli, ["bench", "--threads", "1,0", "--out", str(tmp_path / "r")])
     assert result.exit_code == 1
-    assert result.stderr.strip() == "Error: --threads: expected >= 1, got 0"
+    assert result.stderr.strip() == (f"Error: --threads: expected an integer in "
+                                     f"[1, {most_threads()}] ({PER_CPU} per CPU here), got 0")
+    huge = CliRunner().invoke(cli, ["bench", "--threads", "99999", "--out", str(tmp_path / "h")])
+    assert huge.exit_code == 1 and "got 99999" in huge.stderr and not (tmp_path / "h").exists()
     assert not (tmp_path / "r").exists()
 
 
