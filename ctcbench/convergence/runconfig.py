@@ -91,9 +91,14 @@ def load_toml(path) -> dict[str, Any]:
         known = sorted({k[len(prefix):].split(".")[0] for k in table if k.startswith(prefix)})
         for name, value in d.items():
             key = prefix + name
-            if isinstance(value, dict) and f"{key}." in {k[: len(key) + 1] for k in table}:
+            is_table = f"{key}." in {k[: len(key) + 1] for k in table}
+            if isinstance(value, dict) and is_table:
                 walk(value, key + ".")
                 continue
+            if is_table:  # model = "crnn": the table's key written as a value
+                keys = [k[len(key) + 1:] for k in table if k.startswith(key + ".")]
+                raise ValueError(f"{path}: {key}: expected a [{key}] table (its keys: "
+                                 f"{', '.join(keys)}), got {value!r}")
             if key not in table:
                 where = f"[{prefix[:-1]}] " if prefix else ""
                 raise ValueError(f"{path}: {key}: expected a known {where}key "

@@ -168,6 +168,8 @@ def test_bad_option_values_name_the_option(tmp_path, args, message):
     ("[model]\nchanels = 4\n", "{path}: model.chanels: expected a known [model] key (batchnorm, "
                                "channels, hidden, name, stride, window), got an unknown key"),
     ("[optim]\nlr = 1\n", "{path}: optim: expected a known key"),
+    ('model = "crnn"\n', "{path}: model: expected a [model] table (its keys: name, batchnorm, "
+                         "channels, hidden, window, stride), got 'crnn'"),
     ("[model]\nheight = 64\n", "{path}: model.height: expected a known [model] key"),
     ('steps = "many"\n', "{path}: steps: expected an integer, got 'many'"),
     ("steps = 2.5\n", "{path}: steps: expected an integer, got 2.5"),
