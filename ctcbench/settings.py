@@ -67,9 +67,9 @@ def at_least(n, note: str = ""):
     return (lambda v: v >= n, f">= {n}{note}")
 
 
-NON_NEGATIVE = (lambda v: v >= 0 and math.isfinite(v), "a value >= 0")
+NON_NEGATIVE = (lambda v: v >= 0 and math.isfinite(v), "a finite value >= 0")
 NON_NEGATIVE_INT = (lambda v: v >= 0, "a non-negative integer")
-POSITIVE = (lambda v: v > 0 and math.isfinite(v), "a positive number")
+POSITIVE = (lambda v: v > 0 and math.isfinite(v), "a finite positive number")
 
 
 def in_unit_interval(closed: bool):

@@ -80,7 +80,7 @@ def test_the_library_names_the_key():
 def test_the_datasheet_checks_its_settings_before_any_folder(tmp_path):
     from ctcbench.cli import cli
     from ctcbench.datasheet.run import datasheet
-    with pytest.raises(ConfigError, match=r"^budget: expected a positive number, got -1"):
+    with pytest.raises(ConfigError, match=r"^budget: expected a finite positive number, got -1"):
         datasheet(["numpy"], budget=-1, out=tmp_path / "a", progress=False)
     with pytest.raises(ValueError, match=r"did you mean 'budget='"):
         datasheet(["numpy"], budgte=1, out=tmp_path / "b", progress=False)

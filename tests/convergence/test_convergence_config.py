@@ -130,7 +130,7 @@ def test_config_conflicts(given, messages):
 @pytest.mark.parametrize("cfg,message", [
     (TrainConfig(seed=-1), "seed: expected a non-negative integer, got -1"),
     (TrainConfig(steps="3"), "steps: expected an integer, got '3'"),
-    (TrainConfig(lr=float("inf")), "lr: expected a positive number, got inf"),
+    (TrainConfig(lr=float("inf")), "lr: expected a finite positive number, got inf"),
     (TrainConfig(beta2=1.0), "beta2: expected a value in [0, 1), got 1.0"),
     (TrainConfig(model=ModelConfig(name="vgg")), "model.name: expected one of linecnn, "
                                                  "linecnnlstm, crnn, rescrnn, perpos, repeatvec, got 'vgg'"),

@@ -115,7 +115,7 @@ def test_curriculum_shorter_than_every_line_is_refused():
 
 @pytest.mark.parametrize("field,value,message", [
     ("optimizer", "lbfgs", "optimizer: expected one of adam, rmsprop, sgd, adamw, adadelta, got 'lbfgs'"),
-    ("lr", -1.0, "lr: expected a positive number, got -1.0"),
+    ("lr", -1.0, "lr: expected a finite positive number, got -1.0"),
     ("steps", 0, "steps: expected >= 1, got 0"),
     ("reduction", "none", "reduction: expected one of mean, sum, per-line, got 'none'"),
     ("curriculum_steps", -1, "curriculum_steps: expected a non-negative integer, got -1"),
