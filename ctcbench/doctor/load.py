@@ -86,6 +86,9 @@ def _load_npz(path: Path, max_bytes: int) -> dict:
     try:
         with zipfile.ZipFile(path) as archive:
             members = [i for i in archive.infolist() if i.filename.endswith(".npy")]
+            if not members and any(i.filename.endswith("/data.pkl") for i in archive.infolist()):
+                raise ValueError(f"{path.name}: expected a NumPy .npz archive, got a torch.save "
+                                 f"file (its data.pkl): name it .pt to read it as one")
             _check_members(path, members, max_bytes)
             out, total = {}, 0
             for info in members:

@@ -48,6 +48,16 @@ def test_pt_zero_dim_tensors_load_as_numpy_scalars_do(tmp_path):
     assert out["blank"] == 0
 
 
+def test_a_torch_file_named_npz_is_said_to_be_one(tmp_path):
+    """torch.save writes a zip too: read as .npz it holds no array, and the error says what it
+    is rather than 'found: nothing'."""
+    path = tmp_path / "batch.npz"
+    torch.save({k: torch.from_numpy(v) for k, v in _arrays().items()}, path)
+    with pytest.raises(ValueError, match=r"^batch.npz: expected a NumPy .npz archive, got a "
+                                         r"torch.save file \(its data.pkl\): name it .pt"):
+        load_inputs(path)
+
+
 def test_object_arrays_are_refused_without_unpickling(tmp_path):
     """An .npz holding a pickled object array is refused with a clear message."""
     path = tmp_path / "evil.npz"
