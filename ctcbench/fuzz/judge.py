@@ -12,10 +12,15 @@ def judge(backend, reference, build: dict, dtype: str) -> str | None:
 
     The backend runs twice: two different answers are a finding unless it declares itself
     ``nondeterministic`` (then within that tolerance). A problem the backend declares
-    unsupported is not a failure. The reference failing is an error of the harness, raised as is.
+    unsupported is not a failure, nor one the reference does (``--against torch`` refuses a
+    logit of -inf: it cannot judge it). The reference failing otherwise is an error of the
+    harness, raised as is.
     """
     problem = problem_of(build, dtype)
-    want = reference.run(problem)
+    try:
+        want = reference.run(problem)
+    except UnsupportedProblem:
+        return None
     try:
         got = backend.run(problem)
         again = backend.run(problem)  # run to run: the same bits, or the declared tolerance

@@ -161,3 +161,17 @@ def test_float16_is_judged_by_its_round_off(register_backends, tmp_path):
                  progress=False).summary
     assert found["found"] and found["dtype"] == "float16"
     assert found["what"].startswith("loss vs"), found
+
+
+def test_a_reference_that_refuses_a_problem_leaves_it_unjudged():
+    """--against torch refuses a logit of -inf (UnsupportedProblem): that problem is not
+    judged, rather than the search ending in the reference's error."""
+    import numpy as np
+
+    from ctcbench.caselib.builders import problem_of
+    from ctcbench.fuzz.judge import judge
+    from ctcbench.runtime.registry import get_backend
+    build = {"generator": "table",  # probability 0 of class 2 in every frame: logit -inf
+             "sample": [{"target": [1], "probs": [[0.5, 0.5, 0.0]] * 3}]}
+    assert np.isneginf(problem_of(build, "float64").logits).any()
+    assert judge(get_backend("numpy"), get_backend("torch"), build, "float64") is None
