@@ -91,9 +91,9 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     """
     check_out(KIND, out, resume=resume)  # before any work: a refused folder is one line
     stored = stored_config(out) if resume else {}  # what is not given again: the folder's
-    backends, cases, dtypes = resumed_selection(stored, out, backends=backends,
-                                                functions=functions, decoders=decoders,
-                                                cases=cases, dtypes=dtypes)
+    backends, decoders, cases, dtypes = resumed_selection(
+        stored, out, backends=backends, functions=functions, decoders=decoders,
+        aligners=aligners, cases=cases, dtypes=dtypes)
     decoders = named_decoders(decoders, aligners, score, progress)  # functions registered
     one_of("dtype", dtypes or (), FLOAT_DTYPES)
     check_backend_names(backends or ())
@@ -129,7 +129,9 @@ def compare(backends=None, cases=None, dtypes=None, *, case_dirs=None, out=None,
     slow = SlowCases(added, s.predict_limit, say=bar.say)  # a function's slow cases skipped
     with open_run(KIND, out, resume=resume) as run, Inheritance(s.accept_known) as inherit:
         df, kept = _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar,
-                        explain=added, inherit=inherit, slow=slow)
+                        explain=added, inherit=inherit, slow=slow,
+                        decoders={"decoders": decoder_list,
+                                  "decoder_cases": [c.name for c in decoder_cases]})
         if decoder_list:
             bar.stage("compare decoders", total=len(decoder_list) * len(decoder_cases),
                       unit="runs")
@@ -249,7 +251,7 @@ def _load(names) -> tuple[list, list[dict]]:
 
 
 def _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar, explain=(),
-         inherit=None, slow=None):
+         inherit=None, slow=None, decoders=()):
     """The rows of one compare run into the open folder ``run``; (all rows, rows kept).
     ``warming``: backend name -> the future of its warm-up; until it is done, that backend's
     rows wait in ``deferred`` while the others' run. ``explain``: the ``--function`` backends,
@@ -273,7 +275,8 @@ def _run(run, names, ready, failed, warming, cases, dtypes, jobs, preps, bar, ex
                     "cases": [c.name for c in cases], "dtypes": list(dtypes or []),
                     "tolerances": {f"{case.name}/{dtype}": _tolerance(case, dtype)
                                    for case, dtype in jobs},
-                    "backend_versions": backend_versions(ready), "resumed_rows": len(kept)})
+                    "backend_versions": backend_versions(ready), "resumed_rows": len(kept),
+                    **dict(decoders)})  # the decoder stage's selection, before its rows
     rows = list(failed)
     for row in rows:
         run.log.append(row)

@@ -177,9 +177,9 @@ def test_resume_keeps_finished_rows(tmp_path):
 
 
 def test_resume_alone_goes_on_with_the_runs_selection_and_meta_names_what_it_holds(tmp_path):
-    """`--resume` with no --backend/--case/--dtype checks what the run was started with, not
-    every backend; one that adds a backend leaves a folder whose meta.json names both; a run
-    of decoders only needs its --decoder again."""
+    """`--resume` with no --backend/--decoder/--case/--dtype checks what the run was started
+    with (its decoders and their cases too), not every backend; one that adds a backend
+    leaves a folder whose meta.json names both; a --function's run needs it again."""
     runner = CliRunner()
     out = tmp_path / "run"
     args = ["compare", "--no-plot", "--out", str(out), "--format", "json"]
@@ -198,13 +198,28 @@ def test_resume_alone_goes_on_with_the_runs_selection_and_meta_names_what_it_hol
     config = json.loads((out / "meta.json").read_text())["config"]
     assert (config["backends"], config["cases"], config["dtypes"]) == (
         ["numpy", "torch"], ["toy_alpha_beta"], ["float64"])
-    decoders = tmp_path / "decoders"
-    runner.invoke(cli, ["compare", "--decoder", "greedy", "--case", "decoders/repeats/*",
-                        "--out", str(decoders)])
-    alone = runner.invoke(cli, ["compare", "--out", str(decoders), "--resume"])
-    assert alone.exit_code != 0 and ("--resume: expected --decoder or --function given "
-                                     f"again: the run in {decoders} checked decoders only, "
-                                     "got neither") in alone.output
+    both = tmp_path / "both"  # a loss backend and a decoder, each on its own cases
+    first = runner.invoke(cli, ["compare", "--backend", "numpy", "--decoder", "greedy", "--case",
+                                "toy_alpha_beta", "--case", "decoders/repeats/*", "--dtype",
+                                "float64", "--out", str(both), "--format", "json"])
+    assert first.exit_code == 0, first.output
+    log = both / "rows.jsonl"  # killed in the decoder stage: greedy's rows not written yet
+    log.write_text("".join(line for line in log.read_text().splitlines(keepends=True)
+                           if '"greedy"' not in line))
+    alone = runner.invoke(cli, ["compare", "--out", str(both), "--resume", "--format", "json"])
+    assert alone.exit_code == 0, alone.output
+    def keys(res):
+        return sorted((r["backend"], r["case"], r["dtype"], r["status"])
+                      for r in json.loads(res.stdout)["rows"])
+    assert keys(alone) == keys(first)  # greedy's rows again, none added
+    function_run = tmp_path / "function"  # a --function's run: it must be given again
+    (function_run).mkdir()
+    (function_run / "meta.json").write_text(json.dumps(
+        {"kind": "compare", "config": {"backends": ["mine:ctc_loss"], "cases": ["tf_basic"]}}))
+    refused = runner.invoke(cli, ["compare", "--out", str(function_run), "--resume"])
+    assert refused.exit_code != 0 and ("--resume: expected --function, --decoder or --aligner "
+                                       f"given again: the run in {function_run} checked "
+                                       "mine:ctc_loss, got none") in refused.output
 
 
 def test_csv_and_table_formats(tmp_path):
