@@ -51,9 +51,10 @@ def examine(file, *, blank=DEFAULTS.blank, layout: str = DEFAULTS.layout,
             from ctcbench.doctor.diagnose import diagnose
             result = diagnose(**inputs, layout=layout, reduction=reduction)
             inputs = _as_read(inputs, result)
-    except InputError as refused:  # an array of the file: said as "FILE: key: ..."; the
+    except InputError as refused:  # an array of the file: said as "FILE: key: ..."; a
+        # blank given as the argument (--blank) keeps its own name
         if refused.name not in inputs or (refused.name == "blank" and blank is not None):
-            raise  # blank given as an argument (--blank) is said as that
+            raise
         raise InputError(f"{Path(file).name}: {refused.name}", refused.problem) from None
     path = None
     if device:

@@ -26,10 +26,14 @@ def most_threads() -> int:
     return PER_CPU * (os.cpu_count() or 1)
 
 
+def count_words() -> str:
+    """What a thread count must be, in every error that refuses one."""
+    return f"an integer in [1, {most_threads()}] ({PER_CPU} per CPU here)"
+
+
 def count_check():
     """A thread-count setting's check (``ctcbench.settings``): what ``thread_count`` takes."""
-    return (lambda v: 1 <= v <= most_threads(),
-            f"an integer in [1, {most_threads()}] ({PER_CPU} per CPU here)")
+    return (lambda v: 1 <= v <= most_threads(), count_words())
 
 
 def thread_count(value, name: str = "threads") -> int:
@@ -39,14 +43,12 @@ def thread_count(value, name: str = "threads") -> int:
         try:
             count = int(value.strip())
         except ValueError:
-            fail(name, "an integer >= 1", repr(value))
+            fail(name, count_words(), repr(value))
     elif isinstance(value, Integral) and not isinstance(value, bool):
         count = int(value)
     else:
-        fail(name, "an integer >= 1", repr(value))
-    expect(count >= 1, name, "an integer >= 1", repr(value))
-    expect(count <= most_threads(), name, f"at most {most_threads()} ({PER_CPU} per CPU "
-           f"here)", repr(value))
+        fail(name, count_words(), repr(value))
+    expect(1 <= count <= most_threads(), name, count_words(), repr(value))
     return count
 
 
