@@ -15,9 +15,9 @@ import numpy as np
 
 from ctcbench.caselib.decoder_check import check_decoder_case, decoder_row
 from ctcbench.caselib.known import known_issue
+from ctcbench.compare.kind import load_failure
 from ctcbench.errors import fail
 from ctcbench.runtime.decoders import OWN_DECODERS, get_decoder
-from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.status import Status
 
 
@@ -65,11 +65,8 @@ def decoder_rows(names, cases, *, append=lambda row: None, update=lambda: None,
             decoder = get_decoder(name)
         except KeyError:
             raise
-        except Exception as exc:  # not here (skipped), or a broken plugin, whose row fails
-            # the run while the others still run, as for a loss backend (compare.run._load)
-            row = (decoder_row(name, "*", Status.SKIPPED, str(exc))
-                   if isinstance(exc, BackendUnavailable) else decoder_row(
-                       name, "*", Status.ERROR, f"failed to load: {type(exc).__name__}: {exc}"))
+        except Exception as exc:  # not here, or a broken plugin: one row, as for a loss
+            row = decoder_row(name, "*", *load_failure(exc))
             rows.append(row)
             append(row)
             update(len(cases))

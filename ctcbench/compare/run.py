@@ -26,7 +26,7 @@ from ctcbench.compare.inherited import Inheritance
 from ctcbench.compare.decoders import (decoder_rows, default_decoders, named_decoders,
                                        no_decoder_case,
                                        stale_decoder_issues)
-from ctcbench.compare.kind import KEY, KIND
+from ctcbench.compare.kind import KEY, KIND, load_failure
 from ctcbench.compare.resumed import merged, resumed_selection, stored_config
 from ctcbench.compare.slow import SlowCases, cheapest_first
 from ctcbench.compare.stale import regressions, stale_known_issues
@@ -38,7 +38,6 @@ from ctcbench.progress import Progress
 from ctcbench.runtime.decoders import check_decoder_names
 from ctcbench.runtime.decoders import expand_decoder_names as expand
 from ctcbench.runtime.functions import add_functions
-from ctcbench.runtime.protocol import BackendUnavailable
 from ctcbench.runtime.registry import (REFERENCE, backend_names, backend_versions,
                                        check_backend_names, get_backend)
 from ctcbench.runs.store import RunResult, check_out, open_run
@@ -238,15 +237,12 @@ def _load(names) -> tuple[list, list[dict]]:
     for name in names:
         try:
             ready.append(get_backend(name))
-        except BackendUnavailable as exc:
-            rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
-                         "status": Status.SKIPPED, "reason": str(exc)})
-        except KeyError:
+        except KeyError:  # an unknown name: refused before, said as the option
             raise
         except Exception as exc:
+            status, reason = load_failure(exc)
             rows.append({"backend": name, "case": "*", "dtype": "*", "device": "-",
-                         "status": Status.ERROR,
-                         "reason": f"failed to load: {type(exc).__name__}: {exc}"})
+                         "status": status, "reason": reason})
     return ready, rows
 
 
