@@ -48,6 +48,28 @@ def _same_file(fd: int, path: Path) -> bool:
     return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)
 
 
+def _in_use(run_dir: Path, holder: dict) -> ValueError:
+    return ValueError(f"--out: expected a run folder no other process is writing, got "
+                      f"{str(run_dir)!r}, which is in use by {describe_holder(holder)}; wait "
+                      f"for it to finish or choose another folder")
+
+
+def check_free(run_dir: Path) -> None:
+    """The ValueError ``RunLock.acquire`` would raise when another process holds the folder's
+    lock, said before any slow work; takes nothing (a shared lock, tried and let go)."""
+    try:
+        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        raise _in_use(Path(run_dir), _read_holder(fd)) from None
+    finally:
+        os.close(fd)
+
+
 class RunLock:
     """The lock of one run folder, held from ``acquire`` to ``release`` (or process end).
 
@@ -70,10 +92,7 @@ class RunLock:
             except BlockingIOError:
                 holder = _read_holder(fd)
                 os.close(fd)
-                raise ValueError(f"--out: expected a run folder no other process is writing, "
-                                 f"got {str(self.path.parent)!r}, which is in use by "
-                                 f"{describe_holder(holder)}; wait for it to finish or choose "
-                                 f"another folder") from None
+                raise _in_use(self.path.parent, holder) from None
             # a holder that ended cleanly unlinked the file we opened: lock the new one
             if _same_file(fd, self.path):
                 break

@@ -29,7 +29,7 @@ from ctcbench.errors import fail
 from ctcbench.files import atomic_write, to_json
 from ctcbench.runs.kinds import (META, ROWS, RunKind, check_format, read_bytes, read_meta,
                                  recorded_kind, row_of)
-from ctcbench.runs.lock import RunLock, describe_holder
+from ctcbench.runs.lock import RunLock, check_free, describe_holder
 
 DEFAULT_REPORTS = Path("reports")
 
@@ -196,10 +196,12 @@ def resume_needs_out(out, resume: bool, folder: str = "run folder") -> None:
         fail("--resume", f"--out DIR, the {folder} to continue", "none")
 
 
-def check_out(kind: RunKind, out=None, *, resume: bool = False) -> Path:
+def check_out(kind: RunKind, out=None, *, resume: bool = False, held: bool = False) -> Path:
     """The checks of ``open_run`` that need no lock, for drivers to call before any slow work
     (one line, nothing written): ``--resume`` needs ``--out``; a folder that holds a run is
-    refused unless resumed, one of another kind or a newer format always. Returns the path."""
+    refused unless resumed, one of another kind, a newer format or in use by another process
+    always (``held``: this process holds its lock, ``open_run`` checking again). Returns the
+    path."""
     resume_needs_out(out, resume)
     path = run_folder_path(kind.name, out)
     if path.exists() and not path.is_dir():
@@ -223,6 +225,8 @@ def check_out(kind: RunKind, out=None, *, resume: bool = False) -> Path:
                          f"folder")
     if has_run:
         check_format(path, kind, meta, what="--out")
+        if not held:  # in use: said now, before the driver's slow work, not under the lock
+            check_free(path)
     if has_run and not resume:
         raise ValueError(f"--out: expected a new or empty folder, got {str(path)!r}, which "
                          f"already holds {_a(found)} run; pass --resume to continue it, or "
@@ -250,7 +254,7 @@ def open_run(kind: RunKind, out=None, *, resume: bool = False,
                          f"{str(path)!r} ({exc.strerror})") from None
     lock = RunLock(path, command=command).acquire()  # one writer; then check what is there
     try:
-        check_out(kind, path, resume=resume)
+        check_out(kind, path, resume=resume, held=True)
         run = RunFolder(path, kind, lock, read_meta(path))
         notes = run.log.repair()  # a new run too: never append onto a torn line
     except BaseException:  # refused: the folder is left as it was, unlocked

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from ctcbench.cli import cli
 from ctcbench.bench.kind import KIND as BENCH
 from ctcbench.compare.kind import KIND as COMPARE
-from ctcbench.runs.store import RowLog, open_run
+from ctcbench.runs.store import RowLog, check_out, open_run
 
 from conftest import plugin_distribution
 
@@ -213,6 +213,20 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     rows = json.loads(stdout)["rows"]
     got = keys(out / "rows.jsonl", ("backend", "case", "dtype", "device"))
     assert len(got) == len(set(got)) == len(rows)
+
+
+def test_a_folder_in_use_is_refused_by_the_checks_before_any_work(tmp_path):
+    """check_out, which drivers call before building cases, already refuses a folder whose
+    lock another holder has (here another open file of this process, as flock sees it), and
+    takes nothing: once the holder lets go, the folder opens."""
+    with open_run(COMPARE, tmp_path / "run") as held:
+        held.write_meta({"driver": "compare"})
+        with pytest.raises(ValueError, match=r"^--out: expected a run folder no other process "
+                                             r"is writing, got .*, which is in use by pid "
+                                             rf"{os.getpid()} on host"):
+            check_out(COMPARE, tmp_path / "run", resume=True)
+    with open_run(COMPARE, tmp_path / "run", resume=True):
+        pass
 
 
 def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
